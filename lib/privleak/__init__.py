@@ -1,0 +1,5 @@
+"""privleak: measure and mitigate decoding-time privacy leakage of language models."""
+
+from privleak.errors import PrivleakError
+
+__all__ = ["PrivleakError"]

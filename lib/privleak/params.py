@@ -1,0 +1,138 @@
+"""params.yaml access: profile checks, and the params one dvc.yaml stage declares.
+
+params.yaml holds `profile: smoke | embedded | paper` and one block per profile. Stages declare
+`${profile}.<group>` keys, so switching the profile reruns exactly the stages whose declared
+values differ between the two profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from privleak import paths
+from privleak.errors import PrivleakError, require
+
+PROFILES = ("smoke", "embedded", "paper")
+_TEMPLATE = re.compile(r"\$\{([^}]+)\}")
+_PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
+
+
+def load(path: Path | None = None) -> dict[str, Any]:
+    """The whole params file, with the profile checked."""
+    path = Path(path or paths.PARAMS_FILE)
+    require(path.exists(), f"params file {path} is missing")
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise PrivleakError(
+            f"params file {path} is not valid YAML: " + str(error).replace("\n", " ")
+        ) from None
+    profile = params.get("profile")
+    require(
+        profile in PROFILES,
+        f"params.yaml: profile '{profile}' is unknown; allowed: {', '.join(PROFILES)}",
+    )
+    require(profile in params, f"params.yaml: profile '{profile}' has no block of its own")
+    return params
+
+
+def lookup(params: dict[str, Any], dotted: str) -> Any:
+    """params['a']['b'] for 'a.b', with a one-line error naming the missing key."""
+    node: Any = params
+    for part in dotted.split("."):
+        require(
+            isinstance(node, dict) and part in node,
+            f"params.yaml has no key '{dotted}' (missing '{part}')",
+        )
+        node = node[part]
+    return node
+
+
+def resolve(text: str, params: dict[str, Any]) -> str:
+    """Substitute ${key} references the way dvc.yaml templating does."""
+    return _TEMPLATE.sub(lambda m: str(lookup(params, m.group(1))), text)
+
+
+def stage_definition(stage: str, dvc_file: Path | None = None) -> dict[str, Any]:
+    """The stage's dvc.yaml entry (unresolved)."""
+    dvc_file = Path(dvc_file or paths.ROOT / "dvc.yaml")
+    stages = yaml.safe_load(dvc_file.read_text()).get("stages", {})
+    require(stage in stages, f"dvc.yaml has no stage '{stage}'; stages: {', '.join(stages)}")
+    return stages[stage]
+
+
+def stage_params(stage: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Only the params the stage declares in dvc.yaml, keyed by their last name component.
+
+    A declared `${profile}.scoring` arrives as `scoring`, so notebooks are profile-agnostic.
+    """
+    params = params if params is not None else load()
+    declared = [resolve(key, params) for key in stage_definition(stage).get("params", [])]
+    values = {key.split(".")[-1]: lookup(params, key) for key in declared}
+    require(
+        len(values) == len(declared),
+        f"stage '{stage}' declares two params with the same last name: {declared}",
+    )
+    return values
+
+
+def stage_outputs(stage: str, params: dict[str, Any] | None = None) -> list[Path]:
+    """The stage's declared outs and metrics, resolved, as absolute paths."""
+    params = params if params is not None else load()
+    definition = stage_definition(stage)
+    outputs = []
+    for entry in definition.get("outs", []) + definition.get("metrics", []):
+        name = next(iter(entry)) if isinstance(entry, dict) else entry
+        outputs.append(paths.ROOT / resolve(name, params))
+    return outputs
+
+
+def run_with_profile(profile: str, command: list[str]) -> int:
+    """Run `command` with params.yaml switched to `profile`; params.yaml and dvc.lock are restored
+    afterwards, so a smoke run never leaves the repository's recorded state changed."""
+    require(profile in PROFILES, f"profile '{profile}' is unknown; allowed: {', '.join(PROFILES)}")
+    params_file, lock_file = paths.PARAMS_FILE, paths.ROOT / "dvc.lock"
+    saved = {f: f.read_bytes() for f in (params_file, lock_file) if f.exists()}
+    try:
+        params_file.write_text(
+            _PROFILE_LINE.sub(f"profile: {profile}", saved[params_file].decode())
+        )
+        load(params_file)
+        return subprocess.call(command, cwd=paths.ROOT)
+    finally:
+        for file, content in saved.items():
+            file.write_bytes(content)
+        if lock_file not in saved and lock_file.exists():
+            lock_file.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Check params.yaml or run with another profile.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("check", help="validate the profile selection")
+    run = sub.add_parser("run", help="run a command with params.yaml set to a profile")
+    run.add_argument("profile")
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "check":
+            print(f"profile: {load()['profile']}")
+            return 0
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        require(bool(command) and shutil.which(command[0]) is not None, f"cannot run {command}")
+        return run_with_profile(args.profile, command)
+    except PrivleakError as error:
+        print(f"privleak: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

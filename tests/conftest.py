@@ -1,0 +1,97 @@
+"""Shared fixtures: tiny random models and tokenizers built in memory, so tests run offline."""
+
+from __future__ import annotations
+
+import os
+
+# Tests never reach a model hub; fail fast instead of waiting on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: E402
+from transformers import (  # noqa: E402
+    LlamaConfig,
+    LlamaForCausalLM,
+    OPTConfig,
+    OPTForCausalLM,
+    PreTrainedTokenizerFast,
+)
+
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park", "alice", "bob"]
+
+
+def tiny_llama(vocab_size: int = 32, window: int = 64, seed: int = 0) -> LlamaForCausalLM:
+    """A 2-layer random Llama (GQA, RoPE): the same code paths as SmolLM2 at toy size."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=window,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    return _peaked(LlamaForCausalLM(config).eval())
+
+
+def tiny_opt(vocab_size: int = 32, window: int = 64, seed: int = 0) -> OPTForCausalLM:
+    """A 2-layer random OPT: learned absolute positions, so a wrong position id under left
+    padding changes the output (RoPE models are blind to a constant shift)."""
+    torch.manual_seed(seed)
+    config = OPTConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=window,
+        word_embed_proj_dim=32,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    return _peaked(OPTForCausalLM(config).eval())
+
+
+def _peaked(model):
+    # Larger weights than the default init make the distributions peaked, so a wrong position or
+    # mask shows up as a large log-prob difference rather than hiding in a near-uniform output.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(8.0 if parameter.dim() > 1 else 1.0)
+    return model
+
+
+def word_tokenizer(add_bos: bool) -> PreTrainedTokenizerFast:
+    """A whitespace word-level tokenizer; with add_bos it prepends <s> like Llama-2 does."""
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3} | {w: i + 4 for i, w in enumerate(WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if add_bos:
+        backend.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 1)]
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+
+
+@pytest.fixture(scope="session", params=["llama", "opt"])
+def tiny_lm(request):
+    """Each model-level test runs on a RoPE model and on an absolute-position model."""
+    return tiny_llama() if request.param == "llama" else tiny_opt()
+
+
+@pytest.fixture
+def rng() -> torch.Generator:
+    return torch.Generator().manual_seed(1234)

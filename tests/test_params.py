@@ -1,0 +1,112 @@
+"""params.yaml and dvc.yaml stay consistent: profiles resolve, notebooks take only declared params."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from privleak import params, paths
+from privleak.errors import PrivleakError
+
+STAGES = list(yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"])
+
+
+def with_profile(profile: str) -> dict:
+    return params.load() | {"profile": profile}
+
+
+def parameters_cell_names(stage: str) -> set[str]:
+    """Names assigned in the notebook's `parameters` cell."""
+    source = (paths.NOTEBOOKS / f"{stage}.py").read_text()
+    cell = re.search(r'# %% tags=\["parameters"\]\n(.*?)(?=\n# %%)', source, re.DOTALL)
+    assert cell, f"notebooks/{stage}.py has no parameters cell"
+    tree = ast.parse(cell.group(1))
+    return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_notebook_parameters_are_exactly_the_declared_params(stage):
+    assert parameters_cell_names(stage) == set(params.stage_params(stage))
+
+
+@pytest.mark.parametrize("profile", params.PROFILES)
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_resolves_under_every_profile(stage, profile):
+    values = params.stage_params(stage, with_profile(profile))
+    outputs = params.stage_outputs(stage, with_profile(profile))
+    assert outputs and all(paths.ROOT in path.parents for path in outputs)
+    assert values or stage.startswith("render")
+
+
+def test_profiles_differ_only_where_stages_should_rerun():
+    smoke = params.stage_params("context_gain", with_profile("smoke"))
+    embedded = params.stage_params("context_gain", with_profile("embedded"))
+    assert smoke["context_gain"] != embedded["context_gain"]
+    assert params.stage_params("render_context_gain", with_profile("smoke")) == (
+        params.stage_params("render_context_gain", with_profile("embedded"))
+    )
+
+
+def test_unknown_profile_is_one_line_error(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("profile: large\nlarge: {}\n")
+    with pytest.raises(PrivleakError, match="profile 'large' is unknown; allowed: smoke") as info:
+        params.load(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_key_names_the_key():
+    with pytest.raises(PrivleakError, match="no key 'embedded.nope'"):
+        params.lookup(params.load(), "embedded.nope")
+
+
+def run_stage(root, notebook_body: str):
+    """Run a one-stage project through the stage runner in a subprocess."""
+    (root / "notebooks").mkdir()
+    (root / "params.yaml").write_text("profile: smoke\nseed: 3\nsmoke: {toy: {n: 2}}\n")
+    dvc = {"stages": {"toy": {"cmd": "x", "params": ["seed", "${profile}.toy"], "outs": ["out"]}}}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(dvc))
+    (root / "notebooks" / "toy.py").write_text(textwrap.dedent(notebook_body))
+    env = {"PRIVLEAK_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)}
+    return subprocess.run(
+        [sys.executable, "-m", "privleak.stage", "toy"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+NOTEBOOK_HEAD = """\
+# %% tags=["parameters"]
+seed = 0
+toy = {}
+
+# %%
+import pathlib
+"""
+
+
+def test_stage_runner_injects_declared_params_and_writes_reports(tmp_path):
+    body = NOTEBOOK_HEAD + 'pathlib.Path("out").write_text(f"{seed} {toy[\'n\']}")\n'
+    result = run_stage(tmp_path, body)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out").read_text() == "3 2"
+    assert (tmp_path / "reports" / "toy" / "toy.html").exists()
+    assert not (tmp_path / "notebooks" / "toy.ipynb").exists()
+
+
+def test_failed_stage_is_one_line_and_leaves_no_output(tmp_path):
+    body = NOTEBOOK_HEAD + (
+        'pathlib.Path("out").write_text("partial")\n'
+        "from privleak.errors import PrivleakError\n"
+        'raise PrivleakError("toy.n must be >= 5, got 2")\n'
+    )
+    result = run_stage(tmp_path, body)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("privleak: error: stage 'toy' failed: PrivleakError: toy.n must")
+    assert not (tmp_path / "out").exists()
