@@ -12,6 +12,7 @@ context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 256, 
 # %%
 import pandas as pd
 import torch
+
 from privleak import data as corpora
 from privleak import models as model_registry
 from privleak import paths

@@ -11,6 +11,7 @@ data = {"cnn_dm": {"source": "synthetic:cnn_dm", "n": 4}}
 
 # %%
 import pandas as pd
+
 from privleak import data as corpora
 from privleak import paths
 

@@ -13,6 +13,7 @@ import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
+
 from privleak import paths
 from privleak.figures import save_figure
 

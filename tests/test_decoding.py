@@ -6,6 +6,12 @@ import math
 
 import pytest
 import torch
+from transformers.generation.logits_process import (
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
 from privleak.decoding import (
     decode,
     greedy,
@@ -17,11 +23,6 @@ from privleak.decoding import (
 )
 from privleak.errors import PrivleakError
 from privleak.scoring import continuation_logprobs
-from transformers.generation.logits_process import (
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
 
 PROBS = [0.5, 0.2, 0.15, 0.1, 0.05]
 LOGITS = torch.log(torch.tensor([PROBS], dtype=torch.float64))

@@ -1,4 +1,4 @@
-"""params.yaml and dvc.yaml stay consistent: profiles resolve, notebooks take only declared params."""
+"""params.yaml and dvc.yaml agree: profiles resolve; notebooks take only declared params."""
 
 from __future__ import annotations
 

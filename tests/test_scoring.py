@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from privleak.errors import PrivleakError
 from privleak.scoring import (
     ForwardCounter,
@@ -12,7 +13,6 @@ from privleak.scoring import (
     shared_prefix_logprobs,
     truncate_left,
 )
-
 from tests.conftest import tiny_llama, word_tokenizer
 
 
