@@ -1,8 +1,8 @@
 """params.yaml access: profile checks, and the params one dvc.yaml stage declares.
 
-params.yaml holds `profile: smoke | embedded | paper` and one block per profile. Stages declare
-`${profile}.<group>` keys, so switching the profile reruns exactly the stages whose declared
-values differ between the two profiles.
+params.yaml holds `profile: smoke | embedded | paper` and groups of knobs with one block per
+profile. Stages declare `<group>.${profile}[.<key>]`, so switching the profile reruns exactly the
+stages whose declared values differ between the two profiles.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ def load(path: Path | None = None) -> dict[str, Any]:
         profile in PROFILES,
         f"params.yaml: profile '{profile}' is unknown; allowed: {', '.join(PROFILES)}",
     )
-    require(profile in params, f"params.yaml: profile '{profile}' has no block of its own")
     return params
 
 
@@ -70,13 +69,17 @@ def stage_definition(stage: str, dvc_file: Path | None = None) -> dict[str, Any]
 
 
 def stage_params(stage: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Only the params the stage declares in dvc.yaml, keyed by their last name component.
+    """Only the params the stage declares in dvc.yaml, keyed by their last non-profile component.
 
-    A declared `${profile}.scoring` arrives as `scoring`, so notebooks are profile-agnostic.
+    A declared `models.${profile}` arrives as `models` and `models.${profile}.prepare` as
+    `prepare`, so notebooks are profile-agnostic.
     """
     params = params if params is not None else load()
     declared = [resolve(key, params) for key in stage_definition(stage).get("params", [])]
-    values = {key.split(".")[-1]: lookup(params, key) for key in declared}
+    values = {
+        [part for part in key.split(".") if part not in PROFILES][-1]: lookup(params, key)
+        for key in declared
+    }
     require(
         len(values) == len(declared),
         f"stage '{stage}' declares two params with the same last name: {declared}",
