@@ -1,0 +1,1 @@
+"""Leakage and utility metrics: one submodule per family of definitions."""

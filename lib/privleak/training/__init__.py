@@ -1,0 +1,1 @@
+"""Model training: tiny-family pretraining, fine-tuning (DP and non-DP)."""
