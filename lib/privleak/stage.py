@@ -27,14 +27,23 @@ def _remove(outputs) -> None:
             output.unlink()
 
 
-def run(stage: str) -> None:
-    """Execute the stage notebook with its declared params; raise PrivleakError on failure."""
+def run(stage: str, profile: str | None = None) -> None:
+    """Execute the stage notebook with its declared params; raise PrivleakError on failure.
+
+    `profile` overrides params.yaml's selection for a manual run (dvc.yaml never passes it).
+    """
     import jupytext
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
 
     params = params_module.load()
+    if profile is not None:
+        require(
+            profile in params_module.PROFILES,
+            f"--profile '{profile}' is unknown; allowed: {', '.join(params_module.PROFILES)}",
+        )
+        params["profile"] = profile
     values = params_module.stage_params(stage, params)
     outputs = params_module.stage_outputs(stage, params)
     source = paths.NOTEBOOKS / f"{stage}.py"
@@ -73,9 +82,10 @@ def run(stage: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one dvc.yaml stage notebook.")
     parser.add_argument("stage")
+    parser.add_argument("--profile", help="override params.yaml's profile for a manual run")
     args = parser.parse_args(argv)
     try:
-        run(args.stage)
+        run(args.stage, args.profile)
     except PrivleakError as error:
         print(f"privleak: error: {error}", file=sys.stderr)
         return 2
