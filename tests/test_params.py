@@ -110,3 +110,16 @@ def test_failed_stage_is_one_line_and_leaves_no_output(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("privleak: error: stage 'toy' failed: PrivleakError: toy.n must")
     assert not (tmp_path / "out").exists()
+
+
+def test_run_with_profile_switches_then_restores(tmp_path, monkeypatch):
+    original = "profile: embedded\nseed: 0\n"
+    (tmp_path / "params.yaml").write_text(original)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "PARAMS_FILE", tmp_path / "params.yaml")
+    seen = tmp_path / "seen.txt"
+    command = [sys.executable, "-c", f"import shutil; shutil.copy('params.yaml', {str(seen)!r})"]
+    assert params.run_with_profile("smoke", command) == 0
+    assert seen.read_text().startswith("profile: smoke\n")
+    assert (tmp_path / "params.yaml").read_text() == original
+    assert not (tmp_path / "dvc.lock").exists()
