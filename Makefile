@@ -7,7 +7,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce smoke test lint lab bench clean-venv
+.PHONY: setup reproduce smoke test lint lab bench report clean-venv
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ test: setup lint
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+# reports/index.html: every executed notebook, table and figure on one page.
+report: setup
+	dvc repro gallery
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -76,7 +76,11 @@ def run_stage(root, notebook_body: str):
     env = {"PRIVLEAK_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)}
     return subprocess.run(
         [sys.executable, "-m", "privleak.stage", "toy"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

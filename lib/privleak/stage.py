@@ -54,8 +54,10 @@ def run(stage: str, profile: str | None = None) -> None:
     report_dir = paths.REPORTS / stage
     report_dir.mkdir(parents=True, exist_ok=True)
     executed_path = report_dir / f"{stage}.ipynb"
-    # Notebooks import torch; one intra-op pool per core avoids oversubscribing the 2 cores.
+    # The kernel inherits these: no tokenizer thread pool, and OpenMP threads that sleep instead
+    # of spinning between ops (spinning made forwards ~3x slower on a shared 2-core machine).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     started = time.perf_counter()
     try:
         papermill.execute_notebook(

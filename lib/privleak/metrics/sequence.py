@@ -1,0 +1,506 @@
+"""Sequence-level leakage (Tiwari & Suh): TP, ESP, n-ISP, its Appendix A bound, leak curves and
+the six trend types.
+
+Notation: a sequence is a (prefix, suffix) pair of token-id lists, the suffix t_1..t_m is the
+target. Every probability is taken under a decoder's *modified* distribution M_alpha (truncated,
+renormalised, temperature-scaled logits; greedy is an indicator), computed by
+`privleak.decoding.sampling_logprobs` from the model's full-vocabulary logits.
+
+- TP (Def. 2): TP_j = M_alpha(prefix + t_<j)[t_j].
+- ESP (Def. 3): ESP = prod_j TP_j; kept as log ESP (a sum), -inf when a truncating decoder
+  gives some token probability 0.
+- n-ISP (Def. 4): the sum of ESP(g) over every length-m g at Hamming distance exactly n from the
+  suffix (substitutions only: the paper's sequences all have length m).
+- approximate n-ISP (Def. 5): the same sum restricted to the tree that, at each position, follows
+  the correct token and only the top `expand` alternatives (or those in the head holding
+  `head_mass` of the probability). The error bound (Appendix A) assumes every ignored branch would
+  go on to finish with probability 1: eps <= sum over ignored branches of P(path so far) *
+  P(ignored token). So exact n-ISP lies in [approx, approx + bound].
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from privleak.decoding import (
+    Transform,
+    greedy,
+    sampling_logprobs,
+    temperature,
+    top_k,
+    top_p,
+)
+from privleak.errors import require
+from privleak.models import context_window
+from privleak.scoring import ForwardCounter, _pad, _positions
+
+DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")
+TRENDS = (
+    "Straight Dec",
+    "U-Shaped Dec",
+    "Inverted-U Dec",
+    "Straight Inc",
+    "U-Shaped Inc",
+    "Inverted-U Inc",
+)
+FLAT = "Flat"
+
+
+# ---------------------------------------------------------------- decoders
+
+
+def decoder_transforms(spec: Mapping) -> list[Transform]:
+    """Transforms of one decoder spec {name, kind, value}: kind greedy | sampling (no value),
+    top_k (value k >= 1), top_p (value p in (0, 1]), temperature (value T > 0)."""
+    kind = spec.get("kind")
+    require(
+        kind in DECODER_KINDS,
+        f"decoder '{spec.get('name')}' has kind {kind!r}; allowed: {', '.join(DECODER_KINDS)}",
+    )
+    if kind == "greedy":
+        return [greedy()]
+    if kind == "sampling":
+        return []
+    value = spec.get("value")
+    require(value is not None, f"decoder '{spec.get('name')}' of kind {kind} needs a value")
+    return [{"top_k": top_k, "top_p": top_p, "temperature": temperature}[kind](value)]
+
+
+def decoder_table(specs: Sequence[Mapping]) -> dict[str, list[Transform]]:
+    """{name: transforms} for a list of decoder specs; names must be unique."""
+    require(len(specs) >= 1, "s1.decoders must list at least one decoder")
+    names = [spec.get("name") for spec in specs]
+    require(len(set(names)) == len(names), f"s1.decoders has duplicate names: {names}")
+    return {spec["name"]: decoder_transforms(spec) for spec in specs}
+
+
+# ---------------------------------------------------------------- sequences
+
+
+def planted_sequences(records: Sequence[Mapping], secrets: Sequence[Mapping]) -> list[dict]:
+    """One row {seq_id, kind, duplicates, prefix, suffix} per planted sequence of a synthetic
+    pretrain corpus (privleak.data.pretrain). prefix + suffix is the exact corpus string; for
+    named entities the suffix also holds the planted "." that follows every occurrence, so a short
+    entity can still fill a 4-token suffix with text that is identical in every duplicate."""
+    texts = {r["id"]: r["text"] for r in records}
+    rows: dict[str, dict] = {}
+    for secret in secrets:
+        if "seq_id" not in secret or secret["seq_id"] in rows:
+            continue
+        text = texts[secret["record_id"]]
+        end = secret["end"]
+        require(
+            text[secret["start"] - len(secret["prefix"]) : end]
+            == secret["prefix"] + secret["text"],
+            f"secret {secret['seq_id']} does not match record {secret['record_id']}; "
+            "the corpus and its .secrets.jsonl are out of sync (rerun prepare_data)",
+        )
+        tail = "." if secret["kind"] == "named_entity" and text[end : end + 1] == "." else ""
+        rows[secret["seq_id"]] = {
+            "seq_id": secret["seq_id"],
+            "kind": secret["kind"],
+            "duplicates": int(secret["duplicates"]),
+            "prefix": secret["prefix"],
+            "suffix": secret["text"] + tail,
+        }
+    require(bool(rows), "the sequence set is empty: the secrets file has no planted sequences")
+    return sorted(rows.values(), key=lambda r: r["seq_id"])
+
+
+def split_tokens(
+    tokenizer, prefix: str, suffix: str, prefix_tokens: int, suffix_tokens: int
+) -> tuple[list[int], list[int]] | None:
+    """(last prefix_tokens ids of the prefix, first suffix_tokens ids of the suffix), tokenizing
+    prefix + suffix as ONE string (as in training) and cutting at the character boundary: a token
+    belongs to the suffix when it covers any character after the prefix's last non-space one (so
+    a byte-level "Ġword" carrying the prefix's trailing space goes with the suffix). None when
+    either side has too few tokens."""
+    require(prefix_tokens >= 1, f"prefix_tokens must be >= 1, got {prefix_tokens}")
+    require(suffix_tokens >= 1, f"suffix_tokens must be >= 1, got {suffix_tokens}")
+    encoded = tokenizer(prefix + suffix, add_special_tokens=False, return_offsets_mapping=True)
+    boundary = len(prefix.rstrip())
+    cut = next(
+        (k for k, (_, end) in enumerate(encoded["offset_mapping"]) if end > boundary),
+        len(encoded["input_ids"]),
+    )
+    ids = list(encoded["input_ids"])
+    if cut < prefix_tokens or len(ids) - cut < suffix_tokens:
+        return None
+    return ids[cut - prefix_tokens : cut], ids[cut : cut + suffix_tokens]
+
+
+# ---------------------------------------------------------------- TP / ESP
+
+
+def check_sequences(model, prefixes: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]]):
+    """One-line errors for an empty set, empty prefix/suffix, or a sequence over the window."""
+    require(len(prefixes) >= 1, "the sequence set is empty; give at least one (prefix, suffix)")
+    require(len(prefixes) == len(suffixes), "prefixes and suffixes differ in number")
+    window = context_window(model)
+    for i, (prefix, suffix) in enumerate(zip(prefixes, suffixes, strict=True)):
+        require(len(prefix) >= 1, f"sequence {i}: the prefix is empty; it needs >= 1 token")
+        require(len(suffix) >= 1, f"sequence {i}: the suffix is empty; it needs >= 1 token")
+        require(
+            len(prefix) + len(suffix) <= window,
+            f"sequence {i}: prefix ({len(prefix)}) + suffix ({len(suffix)}) tokens exceed the "
+            f"model window of {window}; shorten the prefix or suffix",
+        )
+
+
+@torch.inference_mode()
+def suffix_logprobs(
+    model,
+    prefixes: Sequence[Sequence[int]],
+    suffixes: Sequence[Sequence[int]],
+    decoders: Mapping[str, Sequence[Transform]],
+    *,
+    batch_size: int = 16,
+    pad_id: int = 0,
+    counter: ForwardCounter | None = None,
+) -> dict[str, list[torch.Tensor]]:
+    """log TP of every suffix token under every decoder, from ONE teacher-forced forward pass
+    per batch: {decoder: list of [len(suffix_i)] float32 tensors}. log ESP = the sum of a row.
+
+    Right-padded batches sorted by length; positions follow the attention mask.
+    """
+    check_sequences(model, prefixes, suffixes)
+    require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
+    require(len(decoders) >= 1, "give at least one decoder")
+    device = model.device
+    results: dict[str, list[torch.Tensor | None]] = {
+        name: [None] * len(prefixes) for name in decoders
+    }
+    order = sorted(range(len(prefixes)), key=lambda i: -(len(prefixes[i]) + len(suffixes[i])))
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        rows = [list(prefixes[i]) + list(suffixes[i]) for i in batch]
+        ids, mask = _pad(rows, pad_id, "right")
+        firsts = [len(prefixes[i]) - 1 for i in batch]  # logits here predict the first suffix token
+        keep = ids.shape[1] - min(firsts)
+        out = model(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=_positions(mask).to(device),
+            logits_to_keep=keep,
+            use_cache=False,
+        )
+        if counter is not None:
+            counter.add(*ids.shape)
+        offset = ids.shape[1] - keep
+        m_max = max(len(suffixes[i]) for i in batch)
+        # Gather the suffix-predicting logits of every row into [B, m_max, V] (padded rows reuse
+        # position 0; they are cut off below), then apply each decoder to the same logits.
+        at = torch.tensor(
+            [
+                [f - offset + min(j, len(suffixes[i]) - 1) for j in range(m_max)]
+                for f, i in zip(firsts, batch, strict=True)
+            ],
+            device=device,
+        )
+        logits = out.logits.float().gather(1, at[..., None].expand(-1, -1, out.logits.shape[-1]))
+        targets = torch.tensor(
+            [list(suffixes[i]) + [0] * (m_max - len(suffixes[i])) for i in batch], device=device
+        )
+        for name, transforms in decoders.items():
+            logprobs = sampling_logprobs(logits, transforms).gather(-1, targets[..., None])[..., 0]
+            for k, i in enumerate(batch):
+                results[name][i] = logprobs[k, : len(suffixes[i])].cpu()
+    return results
+
+
+def log_esp(token_logprobs: Sequence[torch.Tensor]) -> np.ndarray:
+    """[S] log ESP (Def. 3) from per-token log TPs: the log of the product is the sum."""
+    return np.array([float(row.double().sum()) for row in token_logprobs])
+
+
+# ---------------------------------------------------------------- n-ISP
+
+
+def _check_isp(m: int, n: int) -> None:
+    require(isinstance(n, int) and n >= 1, f"n (mismatches) must be an integer >= 1, got {n!r}")
+    require(n <= m, f"n = {n} mismatches exceeds the suffix length m = {m}; need n <= m")
+
+
+def hamming_neighbours(suffix: Sequence[int], n: int, vocab_size: int) -> list[tuple[int, ...]]:
+    """Every length-m sequence at Hamming distance exactly n from suffix over range(vocab_size)."""
+    _check_isp(len(suffix), n)
+    out = []
+    for positions in itertools.combinations(range(len(suffix)), n):
+        choices = [[t for t in range(vocab_size) if t != suffix[p]] for p in positions]
+        for substitution in itertools.product(*choices):
+            g = list(suffix)
+            for p, t in zip(positions, substitution, strict=True):
+                g[p] = t
+            out.append(tuple(g))
+    return out
+
+
+def exact_isp(
+    model,
+    prefix: Sequence[int],
+    suffix: Sequence[int],
+    n: int,
+    transforms: Sequence[Transform],
+    *,
+    batch_size: int = 256,
+    pad_id: int = 0,
+) -> float:
+    """n-ISP (Def. 4) by brute force: teacher-force every Hamming-distance-n neighbour of the
+    suffix and sum their ESPs. Costs C(m, n) (V-1)^n sequences: for tiny vocabularies/tests."""
+    vocab = model.config.vocab_size
+    neighbours = hamming_neighbours(suffix, n, vocab)
+    scores = suffix_logprobs(
+        model,
+        [list(prefix)] * len(neighbours),
+        [list(g) for g in neighbours],
+        {"d": transforms},
+        batch_size=batch_size,
+        pad_id=pad_id,
+    )["d"]
+    return float(np.exp(log_esp(scores)).sum())
+
+
+@dataclass
+class IspResult:
+    """Approximate n-ISP of S sequences (Def. 5) with the Appendix A bound.
+
+    approx: [S] sum of ESP over the expanded Hamming-n leaves (a lower bound of n-ISP).
+    bound: [S] upper bound on the ignored mass, so n-ISP <= approx + bound.
+    leaves: per sequence, list of (tokens tuple, log ESP, mismatch positions tuple) of every
+        expanded leaf with non-zero probability.
+    counter: forwarded token positions (prefill + one token per live node per level).
+    """
+
+    approx: np.ndarray
+    bound: np.ndarray
+    leaves: list[list[tuple[tuple[int, ...], float, tuple[int, ...]]]]
+    counter: ForwardCounter
+
+
+def _alternatives(
+    logprobs: torch.Tensor, targets: torch.Tensor, expand: int, head_mass: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, expand] token ids and log-probs of the alternatives a node expands (-inf = none):
+    the top `expand` non-target tokens, restricted to the head holding `head_mass` of the
+    distribution (target included in the ranking) when head_mass is given."""
+    masked = logprobs.scatter(-1, targets[:, None], float("-inf"))
+    values, ids = masked.topk(min(expand, logprobs.shape[-1] - 1), dim=-1)
+    if head_mass is not None:
+        # A token is in the head while the mass of the tokens more likely than it is below
+        # head_mass: mass above p = 1 - (mass of tokens with probability <= p).
+        ascending = logprobs.exp().sort(dim=-1).values
+        cumulative = ascending.cumsum(-1)
+        at = torch.searchsorted(ascending, values.exp(), right=True) - 1
+        above = 1 - torch.where(at >= 0, cumulative.gather(-1, at.clamp(min=0)), 0.0)
+        values = values.masked_fill(above >= head_mass, float("-inf"))
+    return ids, values
+
+
+@torch.inference_mode()
+def approximate_isp(
+    model,
+    prefixes: Sequence[Sequence[int]],
+    suffixes: Sequence[Sequence[int]],
+    n: int,
+    transforms: Sequence[Transform],
+    *,
+    expand: int,
+    head_mass: float | None = None,
+    batch_size: int = 16,
+    pad_id: int = 0,
+) -> IspResult:
+    """Approximate n-ISP with its Appendix A bound, expanding the tree level by level.
+
+    All sequences of a batch (equal suffix length m) share one left-padded prefill with a KV
+    cache; at level j every live node (a partial suffix with e <= n mismatches that can still
+    end with exactly n) forwards one token, its children reuse the parent's cache. A node
+    branches into the correct token and, while e < n, its `expand` best alternatives (zero-
+    probability ones dropped: they contribute exactly 0). With expand >= V-1 and no head_mass
+    the result is exact and the bound is 0.
+    """
+    check_sequences(model, prefixes, suffixes)
+    require(
+        isinstance(expand, int) and expand >= 1, f"expand must be an integer >= 1, got {expand}"
+    )
+    require(
+        head_mass is None or 0 < head_mass <= 1, f"head_mass must be in (0, 1], got {head_mass}"
+    )
+    for suffix in suffixes:
+        _check_isp(len(suffix), n)
+    device = model.device
+    counter = ForwardCounter()
+    approx = np.zeros(len(prefixes))
+    bound = np.zeros(len(prefixes))
+    leaves: list[list] = [[] for _ in prefixes]
+    by_length: dict[int, list[int]] = {}
+    for i, suffix in enumerate(suffixes):
+        by_length.setdefault(len(suffix), []).append(i)
+    for m, members in sorted(by_length.items()):
+        for start in range(0, len(members), batch_size):
+            batch = members[start : start + batch_size]
+            _expand_batch(
+                model, [prefixes[i] for i in batch], [suffixes[i] for i in batch], batch, m, n,
+                transforms, expand, head_mass, pad_id, device, counter, approx, bound, leaves,
+            )  # fmt: skip
+    return IspResult(approx=approx, bound=bound, leaves=leaves, counter=counter)
+
+
+def _expand_batch(
+    model, prefixes, suffixes, index, m, n, transforms, expand, head_mass, pad_id, device,
+    counter, approx, bound, leaves,
+):  # fmt: skip
+    ids, mask = _pad(prefixes, pad_id, "left")
+    mask = mask.to(device)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=mask,
+        position_ids=_positions(mask),
+        logits_to_keep=1,
+        use_cache=True,
+    )
+    counter.add(*ids.shape)
+    cache, position = out.past_key_values, mask.sum(-1, keepdim=True)
+    logits = out.logits[:, -1].float()
+    suffix_t = torch.tensor([list(s) for s in suffixes], device=device)
+    # Live nodes: owning sequence, log-prob of the path, mismatch count, mismatch bitmask, tokens.
+    owner = torch.arange(len(prefixes), device=device)
+    logp = torch.zeros(len(prefixes), dtype=torch.float64, device=device)
+    errors = torch.zeros(len(prefixes), dtype=torch.long, device=device)
+    where = torch.zeros(len(prefixes), dtype=torch.long, device=device)
+    tokens = torch.zeros(len(prefixes), 0, dtype=torch.long, device=device)
+    ignored = torch.zeros(len(prefixes), dtype=torch.float64, device=device)
+    for j in range(m):
+        lp = sampling_logprobs(logits, transforms).double()
+        target = suffix_t[owner, j]
+        remaining = m - j - 1  # positions left after this one
+        # Correct child: viable if the missing mismatches still fit in the remaining positions.
+        keep_c = (n - errors <= remaining) & torch.isfinite(lp.gather(-1, target[:, None])[:, 0])
+        # Mismatch children: only from nodes that may still err and can finish with exactly n.
+        can_err = (errors < n) & (n - errors - 1 <= remaining)
+        alt_ids, alt_lp = _alternatives(lp, target, expand, head_mass)
+        alt_lp = alt_lp.masked_fill(~can_err[:, None], float("-inf"))
+        # Appendix A: ignored alternatives of an erring node, each completed with probability 1.
+        alt_mass = (1 - lp.gather(-1, target[:, None])[:, 0].exp()).clamp(min=0)
+        taken = alt_lp.exp().sum(-1)
+        ignored.index_add_(
+            0, owner, torch.where(can_err, logp.exp() * (alt_mass - taken).clamp(min=0), 0.0)
+        )
+        parent_c = torch.nonzero(keep_c)[:, 0]
+        parent_a, slot = torch.nonzero(torch.isfinite(alt_lp), as_tuple=True)
+        parent = torch.cat([parent_c, parent_a])
+        chosen = torch.cat([target[parent_c], alt_ids[parent_a, slot]])
+        child_lp = torch.cat(
+            [
+                logp[parent_c] + lp[parent_c, target[parent_c]],
+                logp[parent_a] + alt_lp[parent_a, slot],
+            ]
+        )
+        child_err = torch.cat([errors[parent_c], errors[parent_a] + 1])
+        child_where = torch.cat([where[parent_c], where[parent_a] | (1 << j)])
+        owner, logp, errors, where = owner[parent], child_lp, child_err, child_where
+        tokens = torch.cat([tokens[parent], chosen[:, None]], dim=1)
+        if j == m - 1 or len(parent) == 0:
+            break
+        cache.reorder_cache(parent)
+        mask = torch.cat(
+            [mask[parent], torch.ones(len(parent), 1, dtype=mask.dtype, device=device)], 1
+        )
+        out = model(
+            input_ids=chosen[:, None],
+            attention_mask=mask,
+            position_ids=position[parent],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        counter.add(len(parent), 1)
+        cache, position = out.past_key_values, position[parent] + 1
+        logits = out.logits[:, -1].float()
+    done = errors == n if tokens.shape[1] == m else torch.zeros_like(errors, dtype=torch.bool)
+    for node in torch.nonzero(done)[:, 0].tolist():
+        k = int(owner[node])
+        mismatch = tuple(p for p in range(m) if int(where[node]) >> p & 1)
+        leaves[index[k]].append((tuple(tokens[node].tolist()), float(logp[node]), mismatch))
+        approx[index[k]] += math.exp(float(logp[node]))
+    for k, i in enumerate(index):
+        bound[i] = float(ignored[k])
+
+
+# ---------------------------------------------------------------- leak curves
+
+
+def leaked_paper(log_esps: np.ndarray, xs: Sequence[int]) -> np.ndarray:
+    """[len(xs)] fraction of sequences counted as leaked within X samples the paper's way,
+    ESP >= 1/X (§5.2 says "greater than"; with a strict > a greedy ESP of 1 would not count at
+    X = 1, yet the paper's greedy line is flat at the extraction rate, so ties count)."""
+    log_esps = _check_esps(log_esps)
+    return np.array([float(np.mean(log_esps >= -math.log(x))) for x in _check_xs(xs)])
+
+
+def leaked_expected(log_esps: np.ndarray, xs: Sequence[int]) -> np.ndarray:
+    """[len(xs)] expected fraction leaked at least once in X independent samples:
+    mean of 1 - (1 - ESP)^X, computed as -expm1(X log1p(-ESP))."""
+    log_esps = _check_esps(log_esps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_miss = np.log1p(-np.exp(log_esps))  # log(1 - ESP), -inf when ESP == 1
+        return np.array([float(np.mean(-np.expm1(x * log_miss))) for x in _check_xs(xs)])
+
+
+def _check_esps(log_esps) -> np.ndarray:
+    log_esps = np.asarray(log_esps, dtype=float)
+    require(log_esps.size >= 1, "the sequence set is empty; leak curves need >= 1 ESP")
+    require(
+        not np.isnan(log_esps).any() and (log_esps <= 1e-9).all(),
+        "log ESPs must be <= 0 and not NaN",
+    )
+    return np.minimum(log_esps, 0.0)
+
+
+def _check_xs(xs: Sequence[int]) -> list[int]:
+    require(all(int(x) >= 1 for x in xs), f"sample counts X must be >= 1, got {list(xs)}")
+    return [int(x) for x in xs]
+
+
+def first_leak(samples: torch.Tensor, suffix: Sequence[int]) -> int | None:
+    """1-based index of the first row of samples [R, m] equal to suffix, or None."""
+    hits = (samples == torch.tensor(list(suffix))).all(-1).nonzero()
+    return int(hits[0, 0]) + 1 if len(hits) else None
+
+
+# ---------------------------------------------------------------- trends
+
+
+def classify_trend(series: Sequence[float]) -> tuple[str, ...]:
+    """Trend types (Fig. 3 caption) of an ESP series over model sizes or prefix lengths.
+
+    Dec if end < start, Inc if end > start. An interior point above both end points makes it
+    Inverted-U, an interior point below both makes it U-shaped, neither makes it Straight. A zig-
+    zag series has both an interior maximum and minimum and gets BOTH labels: this is how the
+    paper's Table 4/5 columns sum to more than 100%. end == start (e.g. two zero ESPs) is FLAT,
+    outside the six types. Works on ESPs or log ESPs (order is all that matters).
+    """
+    values = np.asarray(series, dtype=float)
+    require(values.ndim == 1 and values.size >= 2, "a trend needs a series of >= 2 points")
+    require(not np.isnan(values).any(), "a trend series must not contain NaN")
+    start, end, inner = values[0], values[-1], values[1:-1]
+    if end == start:
+        return (FLAT,)
+    direction = "Dec" if end < start else "Inc"
+    labels = []
+    if inner.size and inner.min() < min(start, end):
+        labels.append(f"U-Shaped {direction}")
+    if inner.size and inner.max() > max(start, end):
+        labels.append(f"Inverted-U {direction}")
+    return tuple(labels) or (f"Straight {direction}",)
+
+
+def easier_with_smaller(series: Sequence[float]) -> bool:
+    """True if some earlier point (smaller model / shorter prefix) beats the last one."""
+    values = np.asarray(series, dtype=float)
+    require(values.size >= 2, "a trend needs a series of >= 2 points")
+    return bool(values[:-1].max() > values[-1])

@@ -1,0 +1,429 @@
+# %% [markdown]
+# # S1 (Tiwari & Suh): figures, tables and headline numbers
+# Reads only the cached artifacts of s1_scores (family: planted named entities with 4-token
+# suffixes and 50 + 50-token sequences, every size, six decoders), s1_isp (n-ISP of the named
+# entities on the largest size) and s1_public (SmolLM2-135M-Instruct on license texts and the
+# Zen of Python). Decoders (the paper does not list its six; chosen from §5.2 and Table 1):
+# greedy, regular sampling, top-k 5, top-k 10, top-p 0.6, temperature 0.1.
+# Trends (Fig. 3, Tables 4-5) and token positions (Fig. 4) use regular sampling, i.e. the
+# model's own distribution: greedy ESPs are 0/1 and would make trends meaningless.
+
+# %% tags=["parameters"]
+figures = {"formats": ["png", "pdf"]}
+render = {"x_max": 100, "x_check": 30, "top_partial": 100, "examples": 4}
+
+# %%
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from privleak import paths
+from privleak.figures import save_figure, save_table
+from privleak.metrics import sequence as seq
+
+FIG = paths.FIGURES / "s1"
+FORMATS = tuple(figures["formats"])
+S1 = paths.INTERIM / "s1"
+TREND_DECODER = "sampling"
+LABELS = {"named_entity": "family NE (4-token)", "long_sequence": "family 50-token",
+          "public_text": "SmolLM2 public text (50-token)"}  # fmt: skip
+
+esp = pd.concat(
+    [pd.read_parquet(S1 / "scores" / "esp.parquet"), pd.read_parquet(S1 / "public" / "esp.parquet")]
+)
+tp = pd.concat(
+    [pd.read_parquet(S1 / "scores" / "tp.parquet"), pd.read_parquet(S1 / "public" / "tp.parquet")]
+)
+sequences = pd.concat(
+    [
+        pd.read_parquet(S1 / "scores" / "sequences.parquet"),
+        pd.read_parquet(S1 / "public" / "sequences.parquet"),
+    ]
+).set_index("seq_id")
+montecarlo = pd.read_parquet(S1 / "scores" / "montecarlo.parquet")
+isp = pd.read_parquet(S1 / "isp" / "isp.parquet")
+leaves = pd.read_parquet(S1 / "isp" / "leaves.parquet")
+exact = pd.read_parquet(S1 / "isp" / "exact.parquet")
+decoders = list(dict.fromkeys(esp["decoder"]))
+full_prefix = int(esp["prefix_len"].max())
+ranks = esp[esp["kind"] != "public_text"].drop_duplicates("model").sort_values("model_rank")
+family_models = ranks["model"].tolist()
+largest = family_models[-1]
+metrics: dict = {"decoders": decoders, "family_models": family_models}
+
+# Per dataset: the ESPs at the full prefix on the model the leak analysis uses.
+datasets = {kind: frame for kind, frame in esp[esp["prefix_len"] == full_prefix].groupby("kind")}
+datasets = {k: v[(v["model"] == largest) | (k == "public_text")] for k, v in datasets.items()}
+kinds = [k for k in LABELS if k in datasets]
+
+# %% [markdown]
+# ## Fig. 2: % of sequences leaked at least once within X samples
+# Solid: the paper's count (ESP >= 1/X). Dashed: the exact expectation mean(1 - (1 - ESP)^X).
+# Markers: Monte-Carlo with the real sampler on a subset (family only), against the closed form
+# on the same subset (thin lines).
+
+# %%
+xs = np.arange(1, render["x_max"] + 1)
+curve_rows = []
+for kind in kinds:
+    for decoder in decoders:
+        values = datasets[kind].loc[datasets[kind]["decoder"] == decoder, "log_esp"].to_numpy()
+        paper_curve = seq.leaked_paper(values, xs)
+        expected = seq.leaked_expected(values, xs)
+        curve_rows += [
+            {"dataset": kind, "decoder": decoder, "X": int(x), "paper_pct": 100 * p,
+             "expected_pct": 100 * e}
+            for x, p, e in zip(xs, paper_curve, expected, strict=True)
+        ]  # fmt: skip
+curves = pd.DataFrame(curve_rows)
+
+fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 3.8), squeeze=False)
+colors = dict(zip(decoders, plt.cm.tab10.colors, strict=False))
+for ax, kind in zip(axes[0], kinds, strict=True):
+    for decoder in decoders:
+        c = curves[(curves["dataset"] == kind) & (curves["decoder"] == decoder)]
+        ax.plot(c["X"], c["paper_pct"], color=colors[decoder], label=decoder)
+        ax.plot(c["X"], c["expected_pct"], color=colors[decoder], ls="--", lw=0.9)
+    ax.set_title(LABELS[kind] + ("" if kind == "public_text" else f", {largest}"), fontsize=9)
+    ax.set_xlabel("X (samples per sequence)")
+    ax.set_xscale("log")
+axes[0][0].set_ylabel("% sequences leaked")
+axes[0][0].legend(fontsize=7)
+save_figure(fig, FIG / "s1_fig2", FORMATS)
+save_table(curves[curves["X"].isin([1, 2, 5, 10, 20, 30, 50, 100])], FIG / "s1_fig2_data")
+
+# %%
+mc_rows = []
+for (kind, decoder), frame in montecarlo.groupby(["kind", "decoder"]):
+    hits = np.stack([g.sort_values("sample")["hit"].to_numpy() for _, g in frame.groupby("seq_id")])
+    ids = sorted(frame["seq_id"].unique())
+    subset = datasets[kind].set_index("seq_id").loc[ids]
+    values = subset.loc[subset["decoder"] == decoder, "log_esp"].to_numpy()
+    for x in range(1, hits.shape[1] + 1):
+        mc_rows.append(
+            {"dataset": kind, "decoder": decoder, "X": x, "sequences": len(ids),
+             "monte_carlo_pct": 100 * hits[:, :x].any(1).mean(),
+             "expected_pct": 100 * seq.leaked_expected(values, [x])[0],
+             "paper_pct": 100 * seq.leaked_paper(values, [x])[0]}
+        )  # fmt: skip
+mc = pd.DataFrame(mc_rows)
+fig, axes = plt.subplots(1, mc["dataset"].nunique(), figsize=(9, 3.6), squeeze=False)
+for ax, (kind, frame) in zip(axes[0], mc.groupby("dataset"), strict=True):
+    for decoder, c in frame.groupby("decoder"):
+        ax.plot(c["X"], c["expected_pct"], color=colors[decoder], lw=0.9, label=decoder)
+        ax.plot(c["X"][::5], c["monte_carlo_pct"][::5], "o", ms=3, color=colors[decoder])
+    ax.set_title(f"{LABELS[kind]}: Monte-Carlo (dots) vs 1-(1-ESP)^X", fontsize=8)
+    ax.set_xlabel("X")
+axes[0][0].set_ylabel("% leaked (subset)")
+axes[0][0].legend(fontsize=7)
+save_figure(fig, FIG / "s1_fig2_montecarlo", FORMATS)
+save_table(mc[mc["X"].isin([1, 5, 10, 30, 50, 100])], FIG / "s1_fig2_montecarlo")
+metrics["monte_carlo_max_abs_diff_pct"] = float(
+    (mc["monte_carlo_pct"] - mc["expected_pct"]).abs().max()
+)
+# Per single draw (X = 1) every sample is an independent Bernoulli(ESP_i) trial: the hit rate over
+# all draws vs the mean ESP, with the binomial standard error of that mean.
+single = []
+for (kind, decoder), frame in montecarlo.groupby(["kind", "decoder"]):
+    by_seq = datasets[kind][datasets[kind]["decoder"] == decoder].set_index("seq_id")["log_esp"]
+    p = np.exp(by_seq.loc[frame["seq_id"]].to_numpy())
+    se = float(np.sqrt((p * (1 - p)).sum()) / len(p))
+    rate = float(frame["hit"].mean())
+    z = (rate - p.mean()) / se if se > 0 else 0.0
+    single.append({"dataset": kind, "decoder": decoder, "draws": len(p), "hit_rate": rate,
+                   "mean_esp": float(p.mean()), "z": z})  # fmt: skip
+single = pd.DataFrame(single)
+save_table(single, FIG / "s1_montecarlo_single_draw")
+metrics["monte_carlo_single_draw_max_abs_z"] = float(single["z"].abs().max())
+
+# %%
+x_check = render["x_check"]
+under = {}
+for kind in kinds:
+    at = curves[(curves["dataset"] == kind) & (curves["X"] == x_check)].set_index("decoder")
+    greedy_pct = float(at.loc["greedy", "paper_pct"]) if "greedy" in at.index else float("nan")
+    random = at.drop(index="greedy", errors="ignore")
+    best = random["paper_pct"].idxmax()
+    first = curves[(curves["dataset"] == kind) & (curves["decoder"] != "greedy")]
+    overtakes = first[first["paper_pct"] > greedy_pct].groupby("decoder")["X"].min()
+    under[kind] = {
+        "greedy_extraction_rate_pct": greedy_pct,
+        f"best_random_decoder_at_X{x_check}": best,
+        f"best_random_pct_at_X{x_check}": float(random.loc[best, "paper_pct"]),
+        f"best_random_expected_pct_at_X{x_check}": float(random["expected_pct"].max()),
+        "underestimation_vs_greedy": (
+            float(random.loc[best, "paper_pct"] / greedy_pct) if greedy_pct > 0 else None
+        ),
+        "first_X_random_beats_greedy": {d: int(x) for d, x in overtakes.items()},
+    }
+metrics["leak_at_X"] = under
+under
+
+# %% [markdown]
+# ## Table 1-3: partial leakage of named entities (largest family size)
+
+# %%
+isp["esp"] = np.exp(isp["log_esp"])
+isp["easier"] = isp["approx"] > isp["esp"]
+table1 = (
+    isp.groupby(["decoder", "n"])["easier"].mean().mul(100).unstack("n")
+    .rename(columns=lambda n: f"% easier with {n} mismatch(es)").reset_index()
+)  # fmt: skip
+table1["note"] = np.where(table1["decoder"] == "sampling", "lower bound (90% head)", "exact")
+save_table(table1, FIG / "s1_table1")
+metrics["pct_ne_easier_partially"] = {
+    f"{d}/n={n}": float(v)
+    for (d, n), v in isp.groupby(["decoder", "n"])["easier"].mean().mul(100).items()
+}
+table1
+
+# %%
+table2_rows = []
+topk = "top-k 5" if "top-k 5" in set(leaves["decoder"]) else leaves["decoder"].iloc[0]
+for n, frame in leaves[leaves["decoder"] == topk].groupby("n"):
+    top = frame.nlargest(render["top_partial"], "log_p")
+    counts = top["positions"].apply(lambda p: tuple(int(v) for v in p)).value_counts()
+    for positions, count in sorted(counts.items()):
+        table2_rows.append({"decoder": topk, "n": n, "mismatch positions": str(positions),
+                            "count in top": int(count), "top": len(top)})  # fmt: skip
+table2 = pd.DataFrame(table2_rows)
+save_table(table2, FIG / "s1_table2")
+m_ne = int(leaves["truth"].apply(len).max())
+trailing = {}
+for n, frame in table2.groupby("n"):
+    tail = str(tuple(range(m_ne - n + 1, m_ne + 1)))
+    trailing[f"n={n}"] = float(
+        frame.loc[frame["mismatch positions"] == tail, "count in top"].sum() / frame["top"].iloc[0]
+    )
+metrics["trailing_mismatch_share_top_partial"] = trailing
+table2
+
+# %%
+best_leaf = (
+    leaves[leaves["decoder"] == topk]
+    .sort_values("log_p", ascending=False)
+    .drop_duplicates(["seq_id", "n"])
+)
+t3 = best_leaf.merge(isp[isp["decoder"] == topk][["seq_id", "n", "esp"]], on=["seq_id", "n"])
+t3 = (
+    t3[np.exp(t3["log_p"]) > t3["esp"]]
+    .sort_values("log_p", ascending=False)
+    .head(render["examples"])
+)
+table3 = pd.DataFrame(
+    {
+        "ground truth": [" ".join(t) for t in t3["truth"]],
+        "ESP": t3["esp"].to_numpy(),
+        "partial match": [" ".join(t) for t in t3["tokens"]],
+        "P(partial)": np.exp(t3["log_p"]).to_numpy(),
+        "mismatch positions": t3["positions"].apply(lambda p: str([int(v) for v in p])).to_numpy(),
+    }
+)
+save_table(table3, FIG / "s1_table3")
+table3
+
+# %% [markdown]
+# ## Fig. 3, Tables 4-5: the six trend types vs model size and prefix length (regular sampling)
+
+
+# %%
+def trend_table(frame: pd.DataFrame, axis: str) -> tuple[pd.DataFrame, pd.Series]:
+    """Per sequence: the multi-label trend of its ESP series along axis, and whether a smaller
+    value of the axis gives a higher ESP than the largest."""
+    rows, smaller = [], {}
+    for seq_id, g in frame.sort_values(axis).groupby("seq_id"):
+        series = g["log_esp"].to_numpy()
+        rows += [{"seq_id": seq_id, "trend": t} for t in seq.classify_trend(series)]
+        smaller[seq_id] = seq.easier_with_smaller(series)
+    return pd.DataFrame(rows), pd.Series(smaller)
+
+
+def trend_percentages(trends: pd.DataFrame, n: int) -> pd.Series:
+    counts = trends["trend"].value_counts()
+    return pd.Series({t: 100 * counts.get(t, 0) / n for t in (*seq.TRENDS, seq.FLAT)})
+
+
+sampled = esp[esp["decoder"] == TREND_DECODER]
+size_frames = {
+    k: sampled[(sampled["kind"] == k) & (sampled["prefix_len"] == full_prefix)]
+    for k in ("named_entity", "long_sequence")
+    if k in kinds
+}
+table4, smaller_model, size_trends = {}, {}, {}
+for kind, frame in size_frames.items():
+    trends, smaller = trend_table(frame, "model_rank")
+    size_trends[kind] = trends
+    table4[LABELS[kind]] = trend_percentages(trends, frame["seq_id"].nunique())
+    smaller_model[kind] = 100 * float(smaller.mean())
+table4 = pd.DataFrame(table4).rename_axis("trend").reset_index()
+save_table(table4, FIG / "s1_table4")
+metrics["pct_easier_with_smaller_model"] = smaller_model
+
+table5, shorter_prefix = {}, {}
+for kind in kinds:
+    frame = sampled[sampled["kind"] == kind]
+    frame = frame[frame["model"] == (largest if kind != "public_text" else frame["model"].iloc[0])]
+    trends, smaller = trend_table(frame, "prefix_len")
+    table5[LABELS[kind]] = trend_percentages(trends, frame["seq_id"].nunique())
+    shorter_prefix[kind] = 100 * float(smaller.mean())
+table5 = pd.DataFrame(table5).rename_axis("trend").reset_index()
+save_table(table5, FIG / "s1_table5")
+metrics["pct_easier_with_shorter_prefix"] = shorter_prefix
+table4, table5
+
+# %%
+fig, axes = plt.subplots(2, 3, figsize=(11, 6), sharex=True)
+example_frame = pd.concat(size_frames.values())
+labelled = pd.concat(size_trends.values())
+for ax, trend in zip(axes.flat, seq.TRENDS, strict=True):
+    ids = labelled.loc[labelled["trend"] == trend, "seq_id"].tolist()[:5]
+    for seq_id in ids:
+        g = example_frame[example_frame["seq_id"] == seq_id].sort_values("model_rank")
+        ax.plot(g["model_rank"], g["log_esp"], marker="o", lw=1)
+    pct = table4.set_index("trend").loc[trend]
+    share = ", ".join(f"{LABELS[k].split(' (')[0]} {pct[LABELS[k]]:.1f}%" for k in size_frames)
+    ax.set_title(f"{trend}\n{share}", fontsize=8)
+for ax in axes[1]:
+    ax.set_xticks(range(len(family_models)), family_models)
+    ax.set_xlabel("model size")
+for ax in axes[:, 0]:
+    ax.set_ylabel("log ESP (sampling)")
+save_figure(fig, FIG / "s1_fig3", FORMATS)
+
+# %% [markdown]
+# ## Fig. 4: average TP by suffix position (regular sampling, full prefix)
+
+# %%
+tp_s = tp[
+    (tp["decoder"] == TREND_DECODER) & ((tp["model"] == largest) | (tp["kind"] == "public_text"))
+]
+tp_s = tp_s.assign(tp=np.exp(tp_s["log_tp"]), position=tp_s["position"] + 1)
+avg_tp = tp_s.groupby(["kind", "position"])["tp"].mean().reset_index()
+fig, axes = plt.subplots(1, len(kinds), figsize=(4.4 * len(kinds), 3.4), squeeze=False)
+ratios = {}
+for ax, kind in zip(axes[0], kinds, strict=True):
+    c = avg_tp[avg_tp["kind"] == kind]
+    ax.plot(c["position"], c["tp"], marker="o", ms=3)
+    ax.set_title(LABELS[kind], fontsize=9)
+    ax.set_xlabel("suffix token position")
+    ratios[kind] = float(c["tp"].iloc[-1] / c["tp"].iloc[0])
+axes[0][0].set_ylabel("average TP")
+save_figure(fig, FIG / "s1_fig4", FORMATS)
+save_table(avg_tp, FIG / "s1_fig4_data")
+metrics["last_to_first_tp_ratio"] = ratios
+ratios
+
+# %% [markdown]
+# ## Table 6: sequences easier to extract with a smaller model
+
+# %%
+t6_rows = []
+for kind, frame in size_frames.items():
+    wide = frame.pivot(index="seq_id", columns="model", values="log_esp")[family_models]
+    easier = wide[wide.iloc[:, :-1].max(axis=1) > wide[largest]]
+    gain = (easier.max(axis=1) - easier[largest]).sort_values(ascending=False)
+    for seq_id in gain.index[: render["examples"]]:
+        best = easier.loc[seq_id].idxmax()
+        prefix = sequences.loc[seq_id, "prefix_text"]
+        t6_rows.append({"kind": kind, "prefix": "…" + " ".join(prefix.split()[-12:]),
+                        "suffix": sequences.loc[seq_id, "suffix_text"][:80],
+                        "best model (ESP)": f"{best} ({np.exp(easier.loc[seq_id, best]):.3g})",
+                        f"ESP {largest}": float(np.exp(easier.loc[seq_id, largest]))})  # fmt: skip
+table6 = pd.DataFrame(t6_rows)
+save_table(table6, FIG / "s1_table6")
+table6
+
+# %% [markdown]
+# ## ESP vs duplication count (planted sequences, every size)
+
+# %%
+dup = esp[(esp["kind"] != "public_text") & (esp["prefix_len"] == full_prefix)]
+dup = dup[dup["decoder"].isin(["sampling", "greedy"])]
+by_dup = (
+    dup.assign(esp=np.exp(dup["log_esp"]))
+    .groupby(["kind", "decoder", "model_rank", "model", "duplicates"])["esp"].mean()
+    .reset_index()
+)  # fmt: skip
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), squeeze=False)
+for ax, (kind, frame) in zip(
+    axes[0], by_dup[by_dup["decoder"] == "sampling"].groupby("kind"), strict=False
+):
+    for model, c in frame.groupby("model_rank"):
+        ax.plot(c["duplicates"], c["esp"], marker="o", label=family_models[model])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_title(f"{LABELS[kind]}: mean ESP (sampling)", fontsize=9)
+    ax.set_xlabel("duplicates in the corpus")
+axes[0][0].legend(fontsize=7)
+save_figure(fig, FIG / "s1_esp_vs_duplication", FORMATS)
+save_table(by_dup, FIG / "s1_esp_vs_duplication")
+largest_dup = by_dup[by_dup["model"] == largest]
+metrics["esp_vs_duplication"] = {
+    f"{kind}/{decoder}": {
+        str(int(d)): float(v) for d, v in zip(c["duplicates"], c["esp"], strict=True)
+    }
+    for (kind, decoder), c in largest_dup.groupby(["kind", "decoder"])
+}
+metrics["esp_duplication_spearman"] = {
+    kind: float(
+        frame.assign(esp=frame["log_esp"])[["duplicates", "esp"]].corr(method="spearman").iloc[0, 1]
+    )
+    for kind, frame in dup[(dup["model"] == largest) & (dup["decoder"] == "sampling")].groupby(
+        "kind"
+    )
+}
+
+# %% [markdown]
+# ## The n-ISP approximation against its Appendix A error bound
+# Regular sampling, 1-ISP, entities with an exact value (full-vocabulary expansion): the
+# approximation with `expand` alternatives per node (with or without the 90% head rule), the
+# approximation + bound, and the exact value. The bound is loose, as the paper says.
+
+# %%
+if len(exact):
+    summary = (
+        exact.assign(head=exact["head_mass"].fillna(1.0))
+        .groupby(["expand", "head"])[["approx", "bound", "exact"]].mean()
+        .reset_index()
+    )  # fmt: skip
+    summary["approx/exact"] = summary["approx"] / summary["exact"]
+    summary["(approx+bound)/exact"] = (summary["approx"] + summary["bound"]) / summary["exact"]
+    save_table(summary, FIG / "s1_isp_bound")
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for head, c in summary.groupby("head"):
+        label = "top-expand" if head == 1.0 else f"top-expand in {head:.0%} head"
+        ax.plot(c["expand"], c["approx"], marker="o", label=f"approx ({label})")
+        ax.plot(
+            c["expand"],
+            c["approx"] + c["bound"],
+            marker="^",
+            ls="--",
+            label=f"approx + bound ({label})",
+        )
+    ax.axhline(summary["exact"].iloc[0], color="k", lw=1, label="exact 1-ISP")
+    ax.set_xscale("log")
+    ax.set_xlabel("alternatives expanded per node")
+    ax.set_ylabel("mean 1-ISP (sampling)")
+    ax.legend(fontsize=6)
+    save_figure(fig, FIG / "s1_isp_bound", FORMATS)
+    metrics["isp_bound_check"] = {
+        "exact_within_bounds": bool(
+            ((exact["approx"] <= exact["exact"] * (1 + 1e-5) + 1e-9)
+             & (exact["exact"] <= (exact["approx"] + exact["bound"]) * (1 + 1e-5) + 1e-9)).all()
+        ),
+        "sequences": int(exact["seq_id"].nunique()),
+    }  # fmt: skip
+    summary
+
+# %%
+metrics["isp_forward_tokens_per_sequence"] = {
+    f"{d}/n={n}": float(v)
+    for (d, n), v in isp.groupby(["decoder", "n"])["forward_tokens_per_seq"].first().items()
+}
+paths.METRICS.mkdir(parents=True, exist_ok=True)
+(paths.METRICS / "s1.json").write_text(
+    json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False) + "\n"
+)
+print(json.dumps(metrics, indent=1)[:3000])

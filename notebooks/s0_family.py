@@ -1,0 +1,110 @@
+# %% [markdown]
+# # S0 — context influence across model sizes (Figs. 2a and 4)
+# The tiny in-pipeline Llama family (stage `train_family`, data/family/<size>/, every size
+# trained from scratch on the same corpus) stands in for the paper's OPT sizes. For each size,
+# smallest first: CID responses (λ = 1, default T) for the first `family.examples` contexts of
+# `family.corpus`, truncated to `family.context_tokens` tokens, with the paper's plain template
+# (base models, no chat turns); the whole-context τ per response (F2a) and the influence of
+# every i-th token n-gram for the largest n, `family.n` (F4). One row per (size, example) and
+# per (size, example, i).
+
+# %% tags=["parameters"]
+seed = 0
+models = {"device": "cpu", "dtype": "float32"}
+min_new_tokens = 4
+temperature = 0.8
+family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_tokens": 12, "n": 32}
+
+# %%
+import os
+
+# OpenMP threads that spin while waiting stall badly when other processes share the cores;
+# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import json
+import time
+
+import pandas as pd
+
+from privleak import data as corpora_io
+from privleak import models as registry
+from privleak import paths
+from privleak.cid import cid_generate, s0_prompt
+from privleak.metrics.influence import (
+    cid_mechanism,
+    ngram_logprobs,
+    ngram_spans,
+    response_logprobs,
+    token_influence,
+)
+
+FAMILY = paths.DATA / "family"
+OUT = paths.INTERIM / "s0" / "family"
+OUT.mkdir(parents=True, exist_ok=True)
+manifest = json.loads((FAMILY / "manifest.json").read_text())
+sizes = sorted(manifest["sizes"], key=lambda name: manifest["sizes"][name]["parameters"])
+records = corpora_io.read_jsonl(paths.RAW / f"{family['corpus']}.jsonl")[: family["examples"]]
+
+# %%
+response_rows, gram_rows = [], []
+for size in sizes:
+    started = time.perf_counter()
+    model, tokenizer = registry.load(
+        str(FAMILY / size), device=models["device"], dtype=models["dtype"]
+    )
+    prompts = [
+        s0_prompt(tokenizer, r, family["corpus"], "plain", family["context_tokens"])[0]
+        for r in records
+    ]
+    generation = cid_generate(
+        model,
+        prompts,
+        [(1.0, temperature)],
+        max_new_tokens=family["max_new_tokens"],
+        min_new_tokens=min_new_tokens,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_id=tokenizer.pad_token_id,
+        seed=seed,
+    )
+    parameters = manifest["sizes"][size]["parameters"]
+    for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
+        length = int(generation.lengths[g])
+        response = generation.tokens[g, :length].tolist()
+        response_rows.append(
+            {
+                "size": size,
+                "parameters": parameters,
+                "example": record["id"],
+                "context_tokens": len(prompt.context),
+                "length": length,
+                "tau": float(generation.tau[g, :length].sum()),
+            }
+        )
+        prior = response_logprobs(model, prompt.with_context([]).ids, response)
+        mechanism = cid_mechanism(prior, 1.0, temperature, tokenizer.eos_token_id, min_new_tokens)
+        ablated = ngram_logprobs(
+            model, prompt, response, family["n"], mechanism, pad_id=tokenizer.pad_token_id
+        )
+        tau = token_influence(generation.logp_context[g, :length], ablated)
+        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"])):
+            gram_rows.append(
+                {
+                    "size": size,
+                    "parameters": parameters,
+                    "example": record["id"],
+                    "n": family["n"],
+                    "i": i,
+                    "start": start,
+                    "tau": float(tau[i].sum()),
+                }
+            )
+    print(f"{size} ({parameters} parameters): {time.perf_counter() - started:.1f} s")
+
+# %%
+responses = pd.DataFrame(response_rows)
+grams = pd.DataFrame(gram_rows)
+assert responses["tau"].notna().all() and grams["tau"].notna().all()
+responses.to_parquet(OUT / "responses.parquet", index=False)
+grams.to_parquet(OUT / "ngram.parquet", index=False)
+responses.groupby(["parameters", "size"])["tau"].mean()

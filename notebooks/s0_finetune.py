@@ -1,0 +1,125 @@
+# %% [markdown]
+# # S0 — a model that already knows the context (miniature of §4.2)
+# The paper contrasts OPT-1.3B (PubMed abstracts excluded from pre-training) with GPT-Neo-1.3B
+# (the Pile, which contains them): GPT-Neo shows lower context influence on PubMedQA yet more
+# regurgitation. Miniature: the first `docs` PubMedQA-like records are split into a seen half
+# (even positions) and an unseen half (odd positions); SmolLM2 is fully fine-tuned (AdamW, next-
+# token loss) on the seen contexts, exactly as the prompt shows them (first `context_tokens`
+# tokens, plain text). CID responses at every λ are drawn from the base and the fine-tuned model
+# on all docs. One row per (model, doc, λ); plus the training losses and each doc's mean
+# log-likelihood before and after fine-tuning (the "knows the context" check).
+
+# %% tags=["parameters"]
+seed = 0
+models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+template = "chat"
+context_tokens = 64
+max_new_tokens = 12
+min_new_tokens = 4
+temperature = 0.8
+lams = [0.5, 1.0, 1.5]
+finetune = {
+    "enabled": True,
+    "docs": 4,
+    "epochs": 1,
+    "batch_size": 2,
+    "seq_len": 64,
+    "learning_rate": 1e-4,
+}
+
+# %%
+import os
+
+# OpenMP threads that spin while waiting stall badly when other processes share the cores;
+# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import time
+
+import pandas as pd
+import torch
+
+from privleak import data as corpora_io
+from privleak import models as registry
+from privleak import paths
+from privleak.cid import cid_generate, generation_rows, s0_prompt
+from privleak.scoring import continuation_logprobs
+from privleak.training.finetune import finetune_causal_lm
+
+OUT = paths.INTERIM / "s0" / "finetune"
+OUT.mkdir(parents=True, exist_ok=True)
+_ = torch.manual_seed(seed)
+
+# %%
+rows, losses, knowledge = [], [], []
+if finetune["enabled"]:
+    model, tokenizer = registry.load(
+        models["lm"], device=models["device"], dtype=models["dtype"], device_map=None
+    )
+    records = corpora_io.read_jsonl(paths.RAW / "pubmedqa.jsonl")[: finetune["docs"]]
+    prompts, examples = [], []
+    for index, record in enumerate(records):
+        prompt, reference = s0_prompt(tokenizer, record, "pubmedqa", template, context_tokens)
+        prompts.append(prompt)
+        examples.append(
+            {
+                "corpus": "pubmedqa",
+                "example": record["id"],
+                "example_index": index,
+                "seen": index % 2 == 0,
+                "context_tokens": len(prompt.context),
+                "context": tokenizer.decode(prompt.context),
+                "reference": reference,
+            }
+        )
+    seen_docs = [p.context for p, e in zip(prompts, examples, strict=True) if e["seen"]]
+    settings = [(lam, temperature) for lam in lams]
+
+    def evaluate(label):
+        started = time.perf_counter()
+        generation = cid_generate(
+            model,
+            prompts,
+            settings,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=min_new_tokens,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_id=tokenizer.pad_token_id,
+            seed=seed,
+        )
+        print(f"{label}: generated in {time.perf_counter() - started:.1f} s")
+        # Plain-text log-likelihood of each context (first token as the prompt).
+        scores = continuation_logprobs(
+            model, [p.context[:1] for p in prompts], [p.context[1:] for p in prompts]
+        )
+        for example, score in zip(examples, scores, strict=True):
+            knowledge.append({"model": label, **example, "mean_logprob": float(score.mean())})
+        tagged = [{"model": label, **example} for example in examples]
+        return generation_rows(generation, tokenizer, tagged, settings)
+
+    rows += evaluate("base")
+    started = time.perf_counter()
+    step_losses = finetune_causal_lm(
+        model,
+        seen_docs,
+        epochs=finetune["epochs"],
+        batch_size=finetune["batch_size"],
+        seq_len=finetune["seq_len"],
+        learning_rate=finetune["learning_rate"],
+        pad_id=tokenizer.pad_token_id,
+        seed=seed,
+    )
+    print(f"fine-tuned {len(step_losses)} steps in {time.perf_counter() - started:.1f} s")
+    losses = [{"step": i, "loss": loss} for i, loss in enumerate(step_losses)]
+    rows += evaluate("finetuned")
+
+# %%
+columns = ["model", "corpus", "example", "seen", "lam", "temperature", "tau"]
+table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+table.to_parquet(OUT / "generations.parquet", index=False)
+pd.DataFrame(losses, columns=["step", "loss"]).to_parquet(OUT / "losses.parquet", index=False)
+known = pd.DataFrame(knowledge, columns=["model", "example", "seen", "mean_logprob"])
+known = known[["model", "example", "seen", "mean_logprob"]]
+known.to_parquet(OUT / "knowledge.parquet", index=False)
+assert table["tau"].notna().all()
+known.groupby(["model", "seen"])["mean_logprob"].mean()

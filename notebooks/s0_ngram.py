@@ -1,0 +1,210 @@
+# %% [markdown]
+# # S0 — token n-gram influence, the uni-gram example and bounded CID
+# - **F3** (paper §4.4): for `ngram.examples` PubMedQA-like contexts (first `context_tokens`
+#   tokens) we draw one CID response (λ = 1) and measure τ_{i,n} of every non-overlapping token
+#   n-gram D_{i,n} = [i·n, (i+1)·n) for each n in `ngram.ns` (Def. 3.1-3.2). The ablated p̄ mixes
+#   the ablated-context logits with the no-context logits at every response position; the
+#   full-context log p̄(y_t|D) is read from the generation records. One row per
+#   (example, n, i), with the per-token τ.
+# - **T1**: the uni-gram influence of every token of one context (its first
+#   `unigram_context_tokens` tokens) on one next token: the response token with the largest
+#   whole-context influence.
+# - **Bounded CID** (Alg. 1): responses with λ chosen per step as the largest λ ≤ λ_max within
+#   ε/2 of the prior, for each ε; the whole-context τ per token and the n-gram τ per token (with
+#   the ablated run bounded the same way) are recorded to check max τ ≤ ε.
+
+# %% tags=["parameters"]
+seed = 0
+models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+template = "chat"
+context_tokens = 64
+max_new_tokens = 12
+min_new_tokens = 4
+temperature = 0.8
+ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16}
+bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 16}
+batch_size = 8
+
+# %%
+import os
+
+# OpenMP threads that spin while waiting stall badly when other processes share the cores;
+# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import time
+
+import pandas as pd
+
+from privleak import data as corpora_io
+from privleak import models as registry
+from privleak import paths
+from privleak.cid import cid_generate, s0_prompt
+from privleak.metrics.influence import (
+    bounded_cid_mechanism,
+    cid_mechanism,
+    ngram_logprobs,
+    ngram_spans,
+    response_logprobs,
+    token_influence,
+)
+from privleak.scoring import ForwardCounter
+
+OUT = paths.INTERIM / "s0" / "ngram"
+OUT.mkdir(parents=True, exist_ok=True)
+model, tokenizer = registry.load(
+    models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
+)
+EOS, PAD = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+
+def prompts_for(corpus, count, limit):
+    records = corpora_io.read_jsonl(paths.RAW / f"{corpus}.jsonl")[:count]
+    return records, [s0_prompt(tokenizer, r, corpus, template, limit)[0] for r in records]
+
+
+def generate(prompts, settings, eps=None):
+    return cid_generate(
+        model,
+        prompts,
+        settings,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens,
+        eos_token_id=EOS,
+        pad_id=PAD,
+        seed=seed,
+        eps=eps,
+    )
+
+
+# %% [markdown]
+# ## F3: i-th token n-gram influence at λ = 1
+
+# %%
+started, counter = time.perf_counter(), ForwardCounter()
+records, prompts = prompts_for(ngram["corpus"], ngram["examples"], context_tokens)
+generation = generate(prompts, [(1.0, temperature)])
+ngram_rows = []
+for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
+    length = int(generation.lengths[g])
+    response = generation.tokens[g, :length].tolist()
+    prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
+    mechanism = cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens)
+    for n in ngram["ns"]:
+        ablated = ngram_logprobs(
+            model,
+            prompt,
+            response,
+            n,
+            mechanism,
+            batch_size=batch_size,
+            pad_id=PAD,
+            counter=counter,
+        )
+        tau = token_influence(generation.logp_context[g, :length], ablated)
+        for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n)):
+            ngram_rows.append(
+                {
+                    "example": record["id"],
+                    "context_tokens": len(prompt.context),
+                    "n": n,
+                    "i": i,
+                    "start": start,
+                    "end": end,
+                    "length": length,
+                    "tau": float(tau[i].sum()),
+                    "tau_tokens": tau[i].tolist(),
+                }
+            )
+print(
+    f"F3: {len(ngram_rows)} ablations, {counter.tokens} tokens, "
+    f"{time.perf_counter() - started:.1f} s"
+)
+pd.DataFrame(ngram_rows).to_parquet(OUT / "ngram.parquet", index=False)
+
+# %% [markdown]
+# ## T1: uni-gram influence of one context on one next token
+
+# %%
+started = time.perf_counter()
+records, prompts = prompts_for(ngram["corpus"], 1, ngram["unigram_context_tokens"])
+prompt = prompts[0]
+example = generate(prompts, [(1.0, temperature)])
+length = int(example.lengths[0])
+whole = example.tau[0, :length]
+target = int(whole.argmax())  # the response token the context influences most
+response = example.tokens[0, : target + 1].tolist()
+prior = response_logprobs(model, prompt.with_context([]).ids, response)
+ablated = ngram_logprobs(
+    model,
+    prompt,
+    response,
+    1,
+    cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens),
+    batch_size=batch_size,
+    pad_id=PAD,
+)
+tau = token_influence(example.logp_context[0, : target + 1], ablated)[:, target]
+unigram = pd.DataFrame(
+    {
+        "example": records[0]["id"],
+        "i": range(len(prompt.context)),
+        "token": [tokenizer.decode([t]) for t in prompt.context],
+        "tau": tau.tolist(),
+        "generated": tokenizer.decode(response[:-1]),
+        "next_token": tokenizer.decode(response[-1:]),
+        "tau_whole_context": float(whole[target]),
+    }
+)
+unigram.to_parquet(OUT / "unigram.parquet", index=False)
+print(f"T1: {time.perf_counter() - started:.1f} s")
+unigram.sort_values("tau", ascending=False).head(8)
+
+# %% [markdown]
+# ## Bounded CID: measured influence against ε
+
+# %%
+started, counter = time.perf_counter(), ForwardCounter()
+records, prompts = prompts_for(bounded["corpus"], bounded["examples"], context_tokens)
+settings = [(bounded["lam_max"], temperature)] * len(bounded["eps"])
+run = generate(prompts, settings, eps=bounded["eps"])
+bounded_rows = []
+for g in range(run.tokens.shape[0]):
+    record, prompt = records[g // len(settings)], prompts[g // len(settings)]
+    eps = bounded["eps"][g % len(settings)]
+    length = int(run.lengths[g])
+    response = run.tokens[g, :length].tolist()
+    prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
+    mechanism = bounded_cid_mechanism(
+        prior, eps, bounded["lam_max"], temperature, EOS, min_new_tokens
+    )
+    ablated = ngram_logprobs(
+        model,
+        prompt,
+        response,
+        bounded["n"],
+        mechanism,
+        batch_size=batch_size,
+        pad_id=PAD,
+        counter=counter,
+    )
+    tau_ngram = token_influence(run.logp_context[g, :length], ablated)
+    bounded_rows.append(
+        {
+            "example": record["id"],
+            "eps": eps,
+            "lam_max": bounded["lam_max"],
+            "n": bounded["n"],
+            "length": length,
+            "response": tokenizer.decode(response, skip_special_tokens=True),
+            "tau_whole": float(run.tau[g, :length].sum()),
+            "max_tau_whole_token": float(run.tau[g, :length].max()),
+            "max_tau_ngram_token": float(tau_ngram.max()),
+            "tau_ngram_mean": float(tau_ngram.sum(dim=1).mean()),
+            "mean_lam_used": float(run.lam_used[g, :length].mean()),
+        }
+    )
+print(f"bounded: {time.perf_counter() - started:.1f} s, {counter.tokens} ablation tokens")
+bounded_table = pd.DataFrame(bounded_rows)
+bounded_table.to_parquet(OUT / "bounded.parquet", index=False)
+bounded_table.groupby("eps")[["max_tau_whole_token", "max_tau_ngram_token", "mean_lam_used"]].max()

@@ -1,0 +1,180 @@
+# %% [markdown]
+# # S1: partial leakage of named entities, n-ISP (Defs. 4-5) with the Appendix A bound
+# For every planted named entity (50-token prefix, 4-token suffix) and the largest model, the
+# approximate n-ISP expands, level by level in one batch, the correct token and the `expand` most
+# likely alternatives under each decoder's modified distribution; the Appendix A bound is the
+# probability mass of every ignored branch (completed with probability 1), so
+# exact n-ISP lies in [approx, approx + bound]. Truncating decoders (greedy, top-k, top-p) have
+# at most `expand` non-zero alternatives at k <= 10, so their numbers are exact (bound 0).
+# Regular sampling follows the paper: 1-ISP only, a lower bound over the head holding 90% of the
+# mass (capped at `sampling_expand` alternatives per node). For `exact_sequences` entities the
+# exact 1-ISP under regular sampling is also computed by expanding the full vocabulary, to show
+# the approximation against its bound and against the truth.
+
+# %% tags=["parameters"]
+decoders = [
+    {"name": "sampling", "kind": "sampling"},
+    {"name": "top-k 5", "kind": "top_k", "value": 5},
+]
+scores = {
+    "models": "family",
+    "sequences": "planted",
+    "prefix_tokens": 50,
+    "ne_suffix_tokens": 4,
+    "long_suffix_tokens": 50,
+    "prefix_lengths": [10, 20, 30, 40, 50],
+    "batch_size": 16,
+    "device": "cpu",
+    "dtype": "float32",
+    "monte_carlo": {"kinds": ["named_entity"], "sequences": 4, "samples": 20, "seed": 0},
+}
+isp = {
+    "n": [1, 2],
+    "expand": 10,
+    "sampling_head_mass": 0.9,
+    "sampling_expand": 16,
+    "exact_sequences": 2,
+    "batch_size": 8,
+}
+
+# %%
+import numpy as np
+import pandas as pd
+import torch
+
+from privleak import data as corpora
+from privleak import models as registry
+from privleak import paths
+from privleak.errors import require
+from privleak.metrics import sequence as seq
+from privleak.training import family as fam
+
+OUT = paths.INTERIM / "s1" / "isp"
+OUT.mkdir(parents=True, exist_ok=True)
+KEEP_LEAVES = 100  # most likely partial matches kept per (entity, decoder, n)
+transforms = seq.decoder_table(decoders)
+
+if scores["models"] == "family":
+    torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
+    largest = str(fam.member_dirs(paths.DATA / "family")[-1])
+    rows = seq.planted_sequences(
+        corpora.read_jsonl(paths.RAW / "pretrain.jsonl"),
+        corpora.read_jsonl(paths.RAW / "pretrain.secrets.jsonl"),
+    )
+else:
+    largest = scores["models"][-1]
+    rows = corpora.read_jsonl(scores["sequences"].removeprefix("file:"))
+model, tokenizer = registry.load(largest, device=scores["device"], dtype=scores["dtype"])
+if scores["models"] == "family":
+    fam.check_family(paths.DATA / "family", paths.RAW / "pretrain.jsonl", tokenizer)
+
+entities = []
+for row in rows:
+    if row["kind"] != "named_entity":
+        continue
+    split = seq.split_tokens(
+        tokenizer, row["prefix"], row["suffix"], scores["prefix_tokens"], scores["ne_suffix_tokens"]
+    )
+    if split is not None:
+        entities.append({"seq_id": row["seq_id"], "prefix": split[0], "suffix": split[1]})
+require(bool(entities), "the named-entity sequence set is empty")
+prefixes = [e["prefix"] for e in entities]
+suffixes = [e["suffix"] for e in entities]
+pad = dict(pad_id=tokenizer.pad_token_id)
+log_esps = {
+    name: seq.log_esp(lp)
+    for name, lp in seq.suffix_logprobs(model, prefixes, suffixes, transforms, **pad).items()
+}
+print(f"{len(entities)} named entities, model {largest}")
+
+# %%
+isp_rows, leaf_rows = [], []
+for spec in decoders:
+    name = spec["name"]
+    sampling = spec["kind"] == "sampling"
+    for n in isp["n"]:
+        if sampling and n > 1:
+            continue  # the paper reports regular sampling for 1-ISP only (Table 1)
+        result = seq.approximate_isp(
+            model,
+            prefixes,
+            suffixes,
+            n,
+            transforms[name],
+            expand=isp["sampling_expand"] if sampling else isp["expand"],
+            head_mass=isp["sampling_head_mass"] if sampling else None,
+            batch_size=isp["batch_size"],
+            **pad,
+        )
+        per_seq = result.counter.tokens / len(entities)
+        for e, approx, bound, leaves, esp in zip(
+            entities, result.approx, result.bound, result.leaves, log_esps[name], strict=True
+        ):
+            isp_rows.append(
+                {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_esp": esp, "approx": approx,
+                 "bound": bound, "lower_bound_only": sampling, "forward_tokens_per_seq": per_seq}
+            )  # fmt: skip
+            for tokens, lp, where in sorted(leaves, key=lambda leaf: -leaf[1])[:KEEP_LEAVES]:
+                leaf_rows.append(
+                    {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_p": lp,
+                     "positions": [p + 1 for p in where],
+                     "tokens": tokenizer.convert_ids_to_tokens(list(tokens)),
+                     "truth": tokenizer.convert_ids_to_tokens(e["suffix"])}
+                )  # fmt: skip
+table = pd.DataFrame(isp_rows)
+assert np.isfinite(table[["approx", "bound"]].to_numpy()).all()
+assert (table["approx"] >= 0).all() and (table["bound"] >= 0).all()
+
+# %% [markdown]
+# Exact 1-ISP under regular sampling (full-vocabulary expansion, bound 0) for a subset, to place
+# the 90%-head lower bound and its Appendix A upper bound around the truth.
+
+# %%
+subset = entities[: isp["exact_sequences"]]
+exact_rows = []
+if subset and "sampling" in [s["kind"] for s in decoders]:
+    name = next(s["name"] for s in decoders if s["kind"] == "sampling")
+    full = seq.approximate_isp(
+        model,
+        [e["prefix"] for e in subset],
+        [e["suffix"] for e in subset],
+        1,
+        transforms[name],
+        expand=model.config.vocab_size - 1,
+        batch_size=1,
+        **pad,
+    )
+    assert (full.bound < 1e-6).all()
+    for expand in sorted({1, 4, isp["expand"], isp["sampling_expand"]}):
+        for head_mass in (None, isp["sampling_head_mass"]):
+            approx = seq.approximate_isp(
+                model,
+                [e["prefix"] for e in subset],
+                [e["suffix"] for e in subset],
+                1,
+                transforms[name],
+                expand=expand,
+                head_mass=head_mass,
+                batch_size=isp["batch_size"],
+                **pad,
+            )
+            exact_rows += [
+                {"seq_id": e["seq_id"], "decoder": name, "n": 1, "expand": expand,
+                 "head_mass": head_mass, "approx": a, "bound": b, "exact": x}
+                for e, a, b, x in zip(subset, approx.approx, approx.bound, full.approx, strict=True)
+            ]  # fmt: skip
+exact = pd.DataFrame(
+    exact_rows,
+    columns=["seq_id", "decoder", "n", "expand", "head_mass", "approx", "bound", "exact"],
+)
+if len(exact):
+    tol = 1e-5 * exact["exact"] + 1e-9
+    assert (exact["approx"] <= exact["exact"] + tol).all()
+    assert (exact["exact"] <= exact["approx"] + exact["bound"] + tol).all()
+
+table.to_parquet(OUT / "isp.parquet", index=False)
+pd.DataFrame(leaf_rows).to_parquet(OUT / "leaves.parquet", index=False)
+exact.to_parquet(OUT / "exact.parquet", index=False)
+table.assign(easier=table["approx"] > np.exp(table["log_esp"])).groupby(["decoder", "n"])[
+    "easier"
+].mean()

@@ -1,0 +1,103 @@
+# %% [markdown]
+# # The tiny in-pipeline model family
+# One byte-level BPE tokenizer (`tokenizers`) and several tiny Llama sizes, all trained from scratch
+# with AdamW on the SAME token blocks in the SAME order for the SAME number of tokens, so the size
+# is the only thing that differs. The corpus is the synthetic pretraining corpus with planted
+# named-entity and 50+50-token sequences at known duplication counts (data/raw/pretrain.jsonl),
+# plus extra synthetic CNN/DM-like and PubMedQA-like articles drawn with a different seed
+# (seed + mix_seed_offset), so S0 can measure context influence on prose of that style without
+# the family ever seeing the data/raw/cnn_dm.jsonl or pubmedqa.jsonl records themselves.
+# S1 (model-size axis), S0 and S3 reuse the saved folders data/family/<size>/.
+
+# %% tags=["parameters"]
+seed = 0
+family = {
+    "vocab_size": 512,
+    "block_size": 128,
+    "window": 512,
+    "sizes": {"h8": {"hidden": 8, "layers": 1, "heads": 2, "intermediate": 16}},
+    "epochs": 1,
+    "batch_size": 8,
+    "lr": 3.0e-3,
+    "warmup_steps": 2,
+    "mix": {"cnn_dm": 2, "pubmedqa": 2},
+    "mix_seed_offset": 1000,
+}
+
+# %%
+import json
+import time
+
+import pandas as pd
+import torch
+
+from privleak import data as corpora
+from privleak import paths
+from privleak.training import family as fam
+
+# Tiny models are overhead-bound: one intra-op thread avoids oversubscribing the 2 shared cores
+# (measured 4-5x faster than 2 threads while other jobs run). Results do not depend on it.
+torch.set_num_threads(1)
+OUT = paths.DATA / "family"
+CORPUS = paths.RAW / "pretrain.jsonl"
+
+pretrain = corpora.read_jsonl(CORPUS)
+texts = [r["text"] for r in pretrain]
+# The prose fields of each mix article, in reading order (S0 conditions on these fields).
+MIX_FIELDS = {
+    "cnn_dm": ["article", "highlights"],
+    "pubmedqa": ["question", "context", "long_answer"],
+}
+mix_seed = seed + family["mix_seed_offset"]
+for generator, count in sorted(family["mix"].items()):
+    if count:
+        records, _ = corpora.generate(generator, count, mix_seed)
+        texts += ["\n\n".join(r[f] for f in MIX_FIELDS[generator]) for r in records]
+print(f"{len(pretrain)} pretrain documents + {len(texts) - len(pretrain)} mix articles")
+
+# %%
+tokenizer = fam.train_tokenizer(texts, family["vocab_size"])
+token_lists = [tokenizer(t)["input_ids"] for t in texts]
+blocks = fam.pack(token_lists, family["block_size"], tokenizer.eos_token_id)
+tokens_per_epoch = blocks.numel()
+print(f"vocab {len(tokenizer)}, {blocks.shape[0]} blocks x {blocks.shape[1]} = {tokens_per_epoch}")
+
+# %%
+manifest = {
+    "sizes": {},
+    "corpus": str(CORPUS.relative_to(paths.ROOT)),
+    "corpus_sha256": fam.sha256_file(CORPUS),
+    "tokenizer_sha256": fam.tokenizer_fingerprint(tokenizer),
+    "mix": family["mix"],
+    "mix_seed": mix_seed,
+    "tokens_per_epoch": int(tokens_per_epoch),
+    "epochs": family["epochs"],
+}
+log = []
+for name, size in family["sizes"].items():
+    config = fam.llama_config(size, len(tokenizer), family["window"])
+    started = time.perf_counter()
+    model, losses = fam.train_lm(
+        config,
+        blocks,
+        epochs=family["epochs"],
+        batch_size=family["batch_size"],
+        lr=family["lr"],
+        warmup_steps=family["warmup_steps"],
+        seed=seed,
+    )
+    seconds = time.perf_counter() - started
+    assert all(torch.isfinite(torch.tensor(losses)))
+    fam.save_member(model, tokenizer, OUT / name)
+    manifest["sizes"][name] = {
+        **size,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "tokens_seen": int(tokens_per_epoch * family["epochs"]),
+        "final_loss": sum(losses[-10:]) / len(losses[-10:]),
+    }
+    log += [{"size": name, "step": i, "loss": loss} for i, loss in enumerate(losses)]
+    print(f"{name}: {manifest['sizes'][name]['parameters']} params, {seconds:.0f} s, "
+          f"loss {losses[0]:.2f} -> {manifest['sizes'][name]['final_loss']:.2f}")  # fmt: skip
+fam.write_manifest(OUT, manifest)
+pd.DataFrame(log).to_parquet(OUT / "train_log.parquet", index=False)
+print(json.dumps(manifest["sizes"], indent=1))

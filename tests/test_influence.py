@@ -1,0 +1,142 @@
+"""Context influence of token n-grams (Defs. 3.1-3.2): spans, the cached batched ablations
+against a naive re-encoding loop, and the official code's bugs (DESIGN §7)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from privleak.cid import cid_generate
+from privleak.errors import PrivleakError
+from privleak.metrics.influence import (
+    ablate,
+    cid_mechanism,
+    ngram_logprobs,
+    ngram_logprobs_naive,
+    ngram_spans,
+    response_logprobs,
+    token_influence,
+)
+from privleak.prompts import ContextPrompt
+from privleak.scoring import ForwardCounter
+from tests.conftest import tiny_llama
+
+
+def test_spans_are_non_overlapping_and_cover_the_context():
+    assert ngram_spans(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert ngram_spans(10, 1) == [(i, i + 1) for i in range(10)]
+    assert ngram_spans(10, 10) == [(0, 10)]  # n = |D|: the whole context
+
+
+@pytest.mark.parametrize(
+    ("tokens", "n", "match"),
+    [
+        (10, 0, "n \\(n-gram size\\) must be an integer >= 1"),
+        (10, 11, "n \\(n-gram size\\) must be <= \\|D\\| = 10"),
+        (0, 1, "context is empty"),  # the official partition_n_gram silently returned []
+    ],
+)
+def test_bad_n_and_empty_context_raise_one_line_errors(tokens, n, match):
+    with pytest.raises(PrivleakError, match=match):
+        ngram_spans(tokens, n)
+
+
+def test_ablate_removes_exactly_the_span_and_keeps_the_template():
+    prompt = ContextPrompt([1, 2], [10, 11, 12, 13, 14], [3])
+    assert ablate(prompt, (1, 3)).ids == [1, 2, 10, 13, 14, 3]
+    assert ablate(prompt, (0, 5)).ids == [1, 2, 3]
+
+
+def test_token_influence_reads_the_sampled_token_of_the_full_distribution():
+    # Hand case on a 5-token vocabulary. The official code indexed a filtered array
+    # (p[ids][idx]); here τ_t = |log p̄(y_t|D) − log p̄(y_t|D∖D_i)| at the sampled id y_t.
+    full = torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05], [0.1, 0.1, 0.1, 0.1, 0.6]]).log()
+    ablated = torch.tensor([[0.25, 0.25, 0.25, 0.15, 0.1], [0.2, 0.2, 0.2, 0.2, 0.2]]).log()
+    response = torch.tensor([3, 4])
+    pick = lambda logp: logp.gather(1, response[:, None]).squeeze(1)  # noqa: E731
+    tau = token_influence(pick(full), pick(ablated)[None])
+    assert tau[0].tolist() == pytest.approx([math.log(0.15 / 0.1), math.log(0.6 / 0.2)], abs=1e-6)
+    assert token_influence(pick(full), pick(ablated)[None], length=1)[0].tolist() == pytest.approx(
+        [math.log(0.15 / 0.1), 0.0], abs=1e-6
+    )
+
+
+def test_token_influence_rejects_non_finite_values():
+    with pytest.raises(PrivleakError, match="not finite"):
+        token_influence(torch.tensor([0.0]), torch.tensor([[float("-inf")]]))
+
+
+def _case(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    context = torch.randint(4, 32, (23,), generator=g).tolist()
+    response = torch.randint(3, 32, (9,), generator=g).tolist()
+    return ContextPrompt([1, 4], context, [11, 12]), response
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(1, 4), (4, 3), (5, 8), (23, 2)])
+def test_cached_batched_ablations_match_naive_re_encoding(tiny_lm, n, batch_size):
+    prompt, response = _case()
+    prior = response_logprobs(tiny_lm, prompt.with_context([]).ids, response)
+    mechanism = cid_mechanism(prior, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+    fast_counter, naive_counter = ForwardCounter(), ForwardCounter()
+    fast = ngram_logprobs(
+        tiny_lm, prompt, response, n, mechanism, batch_size=batch_size, counter=fast_counter
+    )
+    naive = ngram_logprobs_naive(tiny_lm, prompt, response, n, mechanism, counter=naive_counter)
+    assert fast.shape == (len(ngram_spans(23, n)), len(response))
+    assert float((fast - naive).abs().max()) <= 1e-4
+    if batch_size < len(ngram_spans(23, n)):  # one batch of all ablations shares only the head
+        assert fast_counter.tokens < naive_counter.tokens
+
+
+def test_ragged_last_ngram_is_padded_with_a_mask(tiny_lm):
+    # |D| = 23, n = 5: the last n-gram has 3 tokens, so its row is longer by 2 and the batch is
+    # right-padded; the official code's left-padded batch had no attention mask.
+    prompt, response = _case(1)
+    prior = response_logprobs(tiny_lm, prompt.with_context([]).ids, response)
+    mechanism = cid_mechanism(prior, 1.0, 1.0)
+    fast = ngram_logprobs(tiny_lm, prompt, response, 5, mechanism, batch_size=5, pad_id=7)
+    naive = ngram_logprobs_naive(tiny_lm, prompt, response, 5, mechanism)
+    assert float((fast - naive).abs().max()) <= 1e-4
+
+
+def test_whole_context_ablation_equals_the_recorded_generation_influence(tiny_lm):
+    prompt, _ = _case(2)
+    gen = cid_generate(
+        tiny_lm, [prompt], [(1.5, 0.8)], max_new_tokens=8, min_new_tokens=3, eos_token_id=2
+    )
+    length = int(gen.lengths[0])
+    response = gen.tokens[0, :length].tolist()
+    prior = response_logprobs(tiny_lm, prompt.with_context([]).ids, response)
+    mechanism = cid_mechanism(prior, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+    ablated = ngram_logprobs(tiny_lm, prompt, response, len(prompt.context), mechanism)
+    tau = token_influence(gen.logp_context[0, :length], ablated)
+    assert torch.allclose(tau[0], gen.tau[0, :length], atol=1e-4)
+
+
+def test_removing_a_context_that_the_response_copies_has_influence():
+    # A peaked random model; the influence of some uni-gram is strictly positive and every
+    # uni-gram influence is finite and non-negative.
+    model = tiny_llama(window=128)
+    prompt, response = _case(3)
+    prior = response_logprobs(model, prompt.with_context([]).ids, response)
+    ablated = ngram_logprobs(model, prompt, response, 1, cid_mechanism(prior, 1.0, 1.0))
+    full = response_logprobs(model, prompt.ids, response)
+    full = full.gather(1, torch.tensor(response)[:, None]).squeeze(1)
+    tau = token_influence(full, ablated)
+    assert (tau >= 0).all() and float(tau.sum(1).max()) > 0
+
+
+def test_ngram_logprobs_rejects_empty_response_and_bad_batch_size():
+    prompt, response = _case()
+    model = tiny_llama(window=128)
+    prior = response_logprobs(model, prompt.with_context([]).ids, response)
+    mechanism = cid_mechanism(prior, 1.0, 1.0)
+    with pytest.raises(PrivleakError, match="response is empty"):
+        ngram_logprobs(model, prompt, [], 2, mechanism)
+    with pytest.raises(PrivleakError, match="batch_size"):
+        ngram_logprobs(model, prompt, response, 2, mechanism, batch_size=0)
+    with pytest.raises(PrivleakError, match="n \\(n-gram size\\)"):
+        ngram_logprobs(model, prompt, response, 24, mechanism)
