@@ -87,27 +87,17 @@ pd.DataFrame(sequences).to_parquet(OUT / "sequences.parquet", index=False)
 pd.DataFrame(sequences).groupby("license").size()
 
 # %%
-jobs = [(s, length) for s in sequences for length in prefix_lengths]
-logprobs = seq.suffix_logprobs(
+parameters = sum(p.numel() for p in model.parameters())
+esp_rows, tp_rows = seq.prefix_length_rows(
     model,
-    [s["prefix_ids"][-length:] for s, length in jobs],
-    [s["suffix_ids"] for s, _ in jobs],
+    sequences,
+    prefix_lengths,
     transforms,
+    model_fields={"model": public["model"], "model_rank": 0, "parameters": parameters},
+    tp_prefix_len=public["prefix_tokens"],
     batch_size=public["batch_size"],
     pad_id=tokenizer.pad_token_id,
 )
-parameters = sum(p.numel() for p in model.parameters())
-esp_rows, tp_rows = [], []
-for decoder, per_job in logprobs.items():
-    for (s, length), token_lp, value in zip(jobs, per_job, seq.log_esp(per_job), strict=True):
-        base = {"model": public["model"], "model_rank": 0, "parameters": parameters}
-        base |= {"seq_id": s["seq_id"], "kind": s["kind"], "duplicates": s["duplicates"]}
-        esp_rows.append({**base, "prefix_len": length, "decoder": decoder, "log_esp": value})
-        if length == public["prefix_tokens"]:
-            tp_rows += [
-                {**base, "decoder": decoder, "position": j, "log_tp": float(lp)}
-                for j, lp in enumerate(token_lp.tolist())
-            ]
 esp = pd.DataFrame(esp_rows)
 tp = pd.DataFrame(tp_rows)
 assert not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()

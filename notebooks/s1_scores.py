@@ -107,26 +107,18 @@ for rank, (name, path) in enumerate(zip(model_names, model_paths, strict=True)):
         if corpus is not None:
             fam.check_family(paths.DATA / "family", corpus, member_tokenizer)
     parameters = sum(p.numel() for p in model.parameters())
-    jobs = [(s, length) for s in sequences for length in prefix_lengths]
-    logprobs = seq.suffix_logprobs(
+    model_esp, model_tp = seq.prefix_length_rows(
         model,
-        [s["prefix_ids"][-length:] for s, length in jobs],
-        [s["suffix_ids"] for s, _ in jobs],
+        sequences,
+        prefix_lengths,
         transforms,
+        model_fields={"model": name, "model_rank": rank, "parameters": parameters},
+        tp_prefix_len=scores["prefix_tokens"],
         batch_size=scores["batch_size"],
         pad_id=tokenizer.pad_token_id,
     )
-    for decoder, per_job in logprobs.items():
-        log_esps = seq.log_esp(per_job)
-        for (s, length), token_lp, value in zip(jobs, per_job, log_esps, strict=True):
-            base = {"model": name, "model_rank": rank, "parameters": parameters}
-            base |= {"seq_id": s["seq_id"], "kind": s["kind"], "duplicates": s["duplicates"]}
-            esp_rows.append({**base, "prefix_len": length, "decoder": decoder, "log_esp": value})
-            if length == scores["prefix_tokens"]:
-                tp_rows += [
-                    {**base, "decoder": decoder, "position": j, "log_tp": float(lp)}
-                    for j, lp in enumerate(token_lp.tolist())
-                ]
+    esp_rows += model_esp
+    tp_rows += model_tp
 esp = pd.DataFrame(esp_rows)
 tp = pd.DataFrame(tp_rows)
 # Truncating decoders give exact zeros (log -inf); anything else must be a finite log-prob <= 0.

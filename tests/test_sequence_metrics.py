@@ -307,3 +307,39 @@ def test_planted_sequences_and_byte_level_split_on_a_generated_corpus():
         seq.planted_sequences(records, [{**secrets[0], "start": secrets[0]["start"] + 1}])
     with pytest.raises(PrivleakError, match="empty"):
         seq.planted_sequences(records, [])
+
+
+def test_prefix_length_rows_cut_prefixes_and_sum_tps_to_esp():
+    model = tiny_llama(vocab_size=12, seed=6)
+    sequences = [
+        {
+            "prefix_ids": [4, 5, 6, 7],
+            "suffix_ids": [8, 9],
+            "seq_id": "a",
+            "kind": "k",
+            "duplicates": 1,
+        },
+        {
+            "prefix_ids": [9, 8, 7, 6],
+            "suffix_ids": [5, 4],
+            "seq_id": "b",
+            "kind": "k",
+            "duplicates": 2,
+        },
+    ]
+    decoders = seq.decoder_table([{"name": "sampling", "kind": "sampling"}])
+    esp_rows, tp_rows = seq.prefix_length_rows(
+        model, sequences, [2, 4], decoders, model_fields={"model": "m"}, tp_prefix_len=4
+    )
+    assert [(r["seq_id"], r["prefix_len"]) for r in esp_rows] == [
+        ("a", 2),
+        ("a", 4),
+        ("b", 2),
+        ("b", 4),
+    ]
+    (short,) = continuation_logprobs(model, [[6, 7]], [[8, 9]])
+    assert esp_rows[0]["log_esp"] == pytest.approx(float(short.sum()), abs=1e-5)
+    assert len(tp_rows) == 4 and {r["model"] for r in tp_rows} == {"m"}
+    for row in (r for r in esp_rows if r["prefix_len"] == 4):
+        tps = [t["log_tp"] for t in tp_rows if t["seq_id"] == row["seq_id"]]
+        assert sum(tps) == pytest.approx(row["log_esp"], abs=1e-5)

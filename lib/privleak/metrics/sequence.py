@@ -219,6 +219,47 @@ def log_esp(token_logprobs: Sequence[torch.Tensor]) -> np.ndarray:
     return np.array([float(row.double().sum()) for row in token_logprobs])
 
 
+def prefix_length_rows(
+    model,
+    sequences: Sequence[Mapping],
+    prefix_lengths: Sequence[int],
+    decoders: Mapping[str, Sequence[Transform]],
+    *,
+    model_fields: Mapping,
+    tp_prefix_len: int,
+    batch_size: int = 16,
+    pad_id: int = 0,
+) -> tuple[list[dict], list[dict]]:
+    """Score every sequence at every prefix length under every decoder in one pass per batch.
+
+    sequences: dicts with prefix_ids, suffix_ids, seq_id, kind, duplicates; the prefix is cut to
+    its last `length` tokens. Returns (esp_rows, tp_rows): one ESP row per (decoder, sequence,
+    prefix length) and, at `tp_prefix_len` only, one TP row per suffix position; every row
+    carries `model_fields`.
+    """
+    jobs = [(s, length) for s in sequences for length in prefix_lengths]
+    logprobs = suffix_logprobs(
+        model,
+        [s["prefix_ids"][-length:] for s, length in jobs],
+        [s["suffix_ids"] for s, _ in jobs],
+        decoders,
+        batch_size=batch_size,
+        pad_id=pad_id,
+    )
+    esp_rows, tp_rows = [], []
+    for decoder, per_job in logprobs.items():
+        for (s, length), token_lp, value in zip(jobs, per_job, log_esp(per_job), strict=True):
+            base = {**model_fields, "seq_id": s["seq_id"], "kind": s["kind"]}
+            base["duplicates"] = s["duplicates"]
+            esp_rows.append({**base, "prefix_len": length, "decoder": decoder, "log_esp": value})
+            if length == tp_prefix_len:
+                tp_rows += [
+                    {**base, "decoder": decoder, "position": j, "log_tp": float(lp)}
+                    for j, lp in enumerate(token_lp.tolist())
+                ]
+    return esp_rows, tp_rows
+
+
 # ---------------------------------------------------------------- n-ISP
 
 
