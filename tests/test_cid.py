@@ -10,14 +10,13 @@ import torch
 
 from privleak.cid import (
     CIDMix,
-    SharedPrefill,
     bounded_lambda,
     cid_generate,
     cid_logprobs,
     generation_rows,
     s0_prompt,
 )
-from privleak.decoding import decode, temperature
+from privleak.decoding import prefill, temperature
 from privleak.errors import PrivleakError
 from privleak.metrics.influence import (
     bounded_cid_mechanism,
@@ -26,6 +25,7 @@ from privleak.metrics.influence import (
     token_influence,
 )
 from privleak.prompts import ContextPrompt
+from privleak.scoring import ForwardCounter
 from tests.conftest import tiny_llama, word_tokenizer
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05])
@@ -66,8 +66,9 @@ def test_blocked_token_stays_excluded_without_nan_for_any_lambda():
 
 def test_mix_then_temperature_transform_equals_temperature_inside_the_mix():
     logits = torch.randn(3, 2, 7, generator=torch.Generator().manual_seed(0))
-    outside = torch.log_softmax(temperature(0.7)(CIDMix(1.5)(logits)), dim=-1)
-    inside = torch.log_softmax(CIDMix(1.5, 0.7)(logits), dim=-1)
+    groups = torch.arange(3)
+    outside = torch.log_softmax(temperature(0.7)(CIDMix(1.5)(logits, groups, 0)[0]), dim=-1)
+    inside = torch.log_softmax(CIDMix(1.5, 0.7)(logits, groups, 0)[0], dim=-1)
     assert torch.allclose(outside, inside, atol=1e-5)
 
 
@@ -127,22 +128,30 @@ def _prompts():
     ]
 
 
-def test_shared_prefill_gives_the_plain_decoder_result_with_fewer_tokens(tiny_lm):
+def test_prefill_forwards_each_distinct_prompt_once_and_matches_plain_forwards(tiny_lm):
     settings = [(0.5, 0.8), (1.0, 0.8), (1.5, 1.0)]
     prompts = _prompts()
-    shared = cid_generate(
-        tiny_lm, prompts, settings, max_new_tokens=6, min_new_tokens=0, eos_token_id=2, seed=3
-    )
     streams = [ids for p in prompts for _ in settings for ids in (p.ids, p.with_context([]).ids)]
-    mix = CIDMix([s[0] for s in settings] * 2, [s[1] for s in settings] * 2, eos_token_id=2)
-    plain = decode(
-        tiny_lm, streams, max_new_tokens=6, streams_per_group=2, mix=mix, seed=3, eos_token_id=2
-    )
-    assert torch.equal(shared.tokens, plain.tokens)
-    assert torch.allclose(shared.logp_context, plain.sample_logprobs, atol=1e-5)
+    counter = ForwardCounter()
+    cache, mask, logits = prefill(tiny_lm, streams, 0, counter)
     distinct = {tuple(ids) for ids in streams}
-    assert shared.prefill_counter.tokens - 6 * len(streams) < plain.counter.tokens
-    assert shared.prefill_counter.calls == len(distinct) + 5  # one prefill each + 5 steps
+    assert counter.tokens <= 1.25 * sum(len(ids) for ids in distinct)
+    assert mask.shape == (len(streams), max(len(ids) for ids in streams))
+    for row, ids in enumerate(streams):
+        alone = tiny_lm(input_ids=torch.tensor([ids])).logits[0, -1]
+        assert torch.allclose(logits[row], alone, atol=1e-4)
+        assert mask[row].sum() == len(ids)
+
+
+def test_responses_depend_on_example_and_setting_only(tiny_lm):
+    prompts, settings = _prompts(), [(0.5, 0.8), (1.5, 1.0)]
+    kwargs = {"max_new_tokens": 6, "min_new_tokens": 2, "eos_token_id": 2, "seed": 3}
+    both = cid_generate(tiny_lm, prompts, settings, example_ids=["x", "y"], **kwargs)
+    alone = cid_generate(
+        tiny_lm, prompts[1:], settings[1:], example_ids=["y"], max_batch_streams=2, **kwargs
+    )
+    assert both.token_lists()[3] == alone.token_lists()[0]
+    assert torch.allclose(both.tau[3, : alone.tau.shape[1]], alone.tau[0], atol=1e-5)
 
 
 def test_recorded_influence_equals_a_teacher_forced_recomputation(tiny_lm):
@@ -225,12 +234,6 @@ def test_s0_prompt_keeps_the_first_context_token_without_bos():
     assert reference == "a cat"
     short, _ = s0_prompt(tokenizer, record, "pubmedqa", "plain", 2)
     assert tokenizer.decode(short.context) == "alice ran"
-
-
-def test_shared_prefill_passes_attributes_through():
-    model = tiny_llama()
-    proxy = SharedPrefill(model)
-    assert proxy.config is model.config and proxy.device == model.device
 
 
 def test_bounded_lambda_is_the_largest_feasible_lambda_by_brute_force():

@@ -15,6 +15,8 @@ from transformers.generation.logits_process import (
 from privleak.decoding import (
     decode,
     greedy,
+    group_seed,
+    sample_inverse_cdf,
     sampling_logprobs,
     standard_transforms,
     temperature,
@@ -22,7 +24,10 @@ from privleak.decoding import (
     top_p,
 )
 from privleak.errors import PrivleakError
+from privleak.models import mark_real_vocab
 from privleak.scoring import continuation_logprobs
+
+from .conftest import tiny_opt
 
 PROBS = [0.5, 0.2, 0.15, 0.1, 0.05]
 LOGITS = torch.log(torch.tensor([PROBS], dtype=torch.float64))
@@ -168,7 +173,7 @@ def test_mix_hook_feeds_the_group_token_to_every_stream(tiny_lm):
         max_new_tokens=8,
         transforms=[greedy()],
         streams_per_group=2,
-        mix=lambda grouped: grouped[:, 1],
+        mix=lambda grouped, groups, step: (grouped[:, 1], {}),
     )
     alone = decode(tiny_lm, [PROMPTS[1], PROMPTS[0]], max_new_tokens=8, transforms=[greedy()])
     assert torch.equal(follow_second.tokens, alone.tokens)
@@ -185,10 +190,113 @@ def test_lambda_mix_of_two_streams_is_the_weighted_logit_sum(tiny_lm):
         max_new_tokens=3,
         streams_per_group=2,
         keep_distributions=True,
-        mix=lambda g: lam * g[:, 0] + (1 - lam) * g[:, 1],
+        mix=lambda g, groups, step: (lam * g[:, 0] + (1 - lam) * g[:, 1], {}),
         transforms=[temperature(0.8)],
     )
     raw = mixed.stream_distributions[:, 0]  # [2 streams, V] log-softmax at the first step
     expected = torch.log_softmax((lam * raw[0] + (1 - lam) * raw[1]) / 0.8, dim=-1)
     assert torch.allclose(mixed.distributions[0, 0], expected, atol=1e-5)
     assert math.isclose(float(mixed.distributions[0, 0].exp().sum()), 1.0, rel_tol=1e-5)
+
+
+# ---------------------------------------------------------------- sampling and batching
+
+
+def test_inverse_cdf_draws_the_token_whose_interval_holds_u():
+    # CDF of PROBS: 0.5, 0.7, 0.85, 0.95, 1.0; token i owns [cdf_{i-1}, cdf_i).
+    logprobs = LOGITS.expand(6, -1)
+    uniforms = torch.tensor([0.0, 0.49, 0.5, 0.84, 0.9, 0.999], dtype=torch.float64)
+    assert sample_inverse_cdf(logprobs, uniforms).tolist() == [0, 0, 1, 2, 3, 4]
+
+
+def test_inverse_cdf_never_draws_a_token_of_zero_probability():
+    logprobs = torch.log(torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]], dtype=torch.float64))
+    uniforms = torch.tensor([0.0, 0.25, 0.5, 0.75, 1 - 1e-16], dtype=torch.float64)
+    drawn = sample_inverse_cdf(logprobs.expand(5, -1), uniforms)
+    assert drawn.tolist() == [1, 1, 3, 3, 3]
+
+
+def test_inverse_cdf_frequencies_match_the_distribution():
+    uniforms = torch.rand(40000, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    drawn = sample_inverse_cdf(LOGITS.expand(len(uniforms), -1), uniforms)
+    frequencies = torch.bincount(drawn, minlength=5).double() / len(uniforms)
+    # 4 binomial standard errors at n = 40000 are <= 0.01.
+    assert torch.allclose(frequencies, torch.tensor(PROBS, dtype=torch.float64), atol=0.01)
+
+
+def test_group_seeds_differ_by_seed_and_key_and_repeat_exactly():
+    assert group_seed(0, ("doc-1", 1.0)) == group_seed(0, ("doc-1", 1.0))
+    seeds = {group_seed(s, ("doc-1", lam)) for s in (0, 1) for lam in (0.5, 1.0)}
+    assert len(seeds) == 4
+
+
+def test_samples_do_not_depend_on_batching_or_on_other_groups(tiny_lm):
+    """A group's tokens depend on (seed, key) alone: not on the batch budget, on which groups
+    share its batch, or on groups added to the call."""
+    chain = standard_transforms(temperature_value=1.5)
+    keys = ["a", "b", "c"]
+    whole = decode(tiny_lm, PROMPTS, max_new_tokens=10, transforms=chain, group_keys=keys, seed=4)
+    one_at_a_time = decode(
+        tiny_lm, PROMPTS, max_new_tokens=10, transforms=chain, group_keys=keys, seed=4,
+        max_batch_streams=1,
+    )  # fmt: skip
+    more = decode(
+        tiny_lm, [PROMPTS[2], [9, 9, 9], PROMPTS[0]], max_new_tokens=10, transforms=chain,
+        group_keys=["c", "new", "a"], seed=4, max_batch_streams=2,
+    )  # fmt: skip
+    assert torch.equal(whole.tokens, one_at_a_time.tokens)
+    assert torch.allclose(whole.sample_logprobs, one_at_a_time.sample_logprobs, atol=1e-5)
+    assert more.token_lists()[0] == whole.token_lists()[2]
+    assert more.token_lists()[2] == whole.token_lists()[0]
+
+
+class WidestForward:
+    """A model proxy that records the largest batch x attended length it was asked to forward."""
+
+    def __init__(self, model):
+        self.model, self.widest, self.rows = model, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **kwargs):
+        batch, length = kwargs["attention_mask"].shape
+        self.widest = max(self.widest, batch * length)
+        self.rows = max(self.rows, batch)
+        return self.model(**kwargs)
+
+
+def test_peak_batch_is_bounded_by_the_budget_not_by_the_number_of_groups(tiny_lm):
+    prompts = [[5 + i % 20, 9, 4 + i % 7] for i in range(40)]
+    proxy = WidestForward(tiny_lm)
+    decode(proxy, prompts, max_new_tokens=5, transforms=[temperature(1.0)], max_batch_streams=6)
+    assert proxy.rows <= 6
+    assert proxy.widest <= 6 * (3 + 5)
+    unbounded = WidestForward(tiny_lm)
+    decode(unbounded, prompts, max_new_tokens=5, transforms=[temperature(1.0)])
+    assert unbounded.rows == 40
+
+
+def test_finished_groups_stop_costing_forwards(tiny_lm):
+    """Every step forwards exactly the groups still running: step tokens = sum of lengths minus
+    the last token of each group (a group's final token is never fed back)."""
+    decoded = decode(tiny_lm, PROMPTS * 4, max_new_tokens=12, transforms=[temperature(2.0)],
+                     eos_token_id=2, seed=5)  # fmt: skip
+    assert int(decoded.lengths.min()) < 12  # some group stopped early
+    assert decoded.step_counter.tokens == int((decoded.lengths - 1).sum())
+    finished = decoded.lengths < 12
+    for row, length in zip(decoded.tokens[finished], decoded.lengths[finished], strict=True):
+        assert row[length - 1] == 2 and (row[length:] == 0).all()
+
+
+def test_padded_vocabulary_rows_are_never_drawn_and_carry_no_mass():
+    model = tiny_opt(vocab_size=40)
+    mark_real_vocab(model, 30)  # logits 30..39 are padding rows, as in OPT's 50272 vs 50265
+    with torch.no_grad():
+        model.lm_head.weight[30:] *= 0  # zero the rows, then make them the most likely
+        model.lm_head.weight[30:] += model.lm_head.weight[:30].abs().sum(0) * 10
+    decoded = decode(model, PROMPTS, max_new_tokens=6, transforms=[temperature(1.0)],
+                     keep_distributions=True)  # fmt: skip
+    assert int(decoded.tokens.max()) < 30
+    assert torch.isinf(decoded.distributions[..., 30:]).all()
+    assert torch.allclose(decoded.stream_distributions[..., :30].exp().sum(-1), torch.ones(()))

@@ -17,11 +17,9 @@ give distributions within ε of each other (triangle inequality, App. B).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from privleak.decoding import decode
 from privleak.errors import require
@@ -43,13 +41,15 @@ def check_temperature(value: float, name: str = "temperature") -> float:
 
 
 def block_eos(logits: torch.Tensor, eos_token_id: int | None, blocked: torch.Tensor | bool):
-    """logits [..., V] with EOS set to -inf where `blocked` ([...] bool or a scalar bool) holds."""
-    if eos_token_id is None:
-        return logits
-    blocked = torch.as_tensor(blocked, device=logits.device).expand(logits.shape[:-1])
-    if not bool(blocked.any()):
+    """logits [..., V] with EOS set to -inf where `blocked` ([...] bool or a scalar bool) holds.
+    A Python bool is decided on the host, so the decode loop never waits for the device here."""
+    if eos_token_id is None or blocked is False:
         return logits
     logits = logits.clone()
+    if blocked is True:
+        logits[..., eos_token_id] = NEG_INF
+        return logits
+    blocked = torch.as_tensor(blocked, device=logits.device).expand(logits.shape[:-1])
     logits[..., eos_token_id] = logits[..., eos_token_id].masked_fill(blocked, NEG_INF)
     return logits
 
@@ -84,22 +84,25 @@ def bounded_lambda(
     lam_max: torch.Tensor | float,
     temperature: torch.Tensor | float,
     iterations: int = 25,
+    check: bool = True,
 ) -> torch.Tensor:
     """Largest λ ∈ [0, λ_max] with max_y |log p̄_λ(y) − log p̄_0(y)| ≤ ε/2, per row of [..., V].
 
     ε, λ_max and T are scalars or [...] tensors. Bisection keeps the lower end, which always
     satisfies the bound (λ = 0 gives divergence 0), so the returned λ is feasible even where the
     divergence is not monotone in λ; it is within λ_max / 2^iterations of the largest feasible λ
-    when the divergence is monotone.
+    when the divergence is monotone. `check=False` skips the argument checks (each waits for
+    the device), for callers that validated once up front.
     """
     shape = context_logits.shape[:-1]
     device = context_logits.device
     eps = torch.as_tensor(eps, dtype=torch.float32, device=device).expand(shape)
-    require(bool((eps > 0).all()), "eps (bounded CID ε) must be > 0")
     high = torch.as_tensor(lam_max, dtype=torch.float32, device=device).expand(shape).clone()
     temp = torch.as_tensor(temperature, dtype=torch.float32, device=device).expand(shape)
-    require(bool((high >= 0).all()), "lam_max (bounded CID λ limit) must be >= 0")
-    require(bool((temp > 0).all()), "temperature (CID T) must be > 0")
+    if check:
+        require(bool((eps > 0).all()), "eps (bounded CID ε) must be > 0")
+        require(bool((high >= 0).all()), "lam_max (bounded CID λ limit) must be >= 0")
+        require(bool((temp > 0).all()), "temperature (CID T) must be > 0")
     # log p̄_λ(y) − log p̄_0(y) = λ·d_y/T − K(λ) with d = c − o and
     # K(λ) = logsumexp((o + λd)/T) − logsumexp(o/T), so the largest |·| over the vocabulary is
     # max(λ·max d/T − K, K − λ·min d/T): one logsumexp per bisection step. Tokens excluded by
@@ -130,14 +133,13 @@ def bounded_lambda(
 
 @dataclass
 class CIDMix:
-    """The decoder's `mix` for CID: stream logits [G, 2, V] (with, without context) -> [G, V].
+    """The decoder's `mix` for CID: stream logits [g, 2, V] (with, without context) -> [g, V].
 
     lams, temperatures: one value each, or one per group. With `eps` (one value or one per
     group), each λ is the upper limit of bounded CID. EOS is blocked here for the first
     `min_new_tokens` steps (as the decoder does afterwards) so the recorded prior normaliser and
-    the bounded λ see the distribution that is sampled. The decoder calls the mix once per step,
-    which is how the step is known.
-    Records per step: prior_lse [G] = logsumexp of the no-context log-probs / T, and lam_used [G].
+    the bounded λ see the distribution that is sampled.
+    Records per step: prior_lse [g] = logsumexp of the no-context log-probs / T, and lam_used [g].
     """
 
     lams: Sequence[float] | float
@@ -145,98 +147,47 @@ class CIDMix:
     eps: Sequence[float] | float | None = None
     eos_token_id: int | None = None
     min_new_tokens: int = 0
-    prior_lse: list[torch.Tensor] = field(default_factory=list)
-    lam_used: list[torch.Tensor] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        lams = [self.lams] if isinstance(self.lams, int | float) else list(self.lams)
-        temps = (
-            [self.temperatures]
-            if isinstance(self.temperatures, int | float)
-            else list(self.temperatures)
-        )
+        def as_list(value):
+            return [value] if isinstance(value, int | float) else list(value)
+
+        lams, temps = as_list(self.lams), as_list(self.temperatures)
         for lam in lams:
             check_lam(lam)
         for temp in temps:
             check_temperature(temp)
         self._eps = None
         if self.eps is not None:
-            eps = [self.eps] if isinstance(self.eps, int | float) else list(self.eps)
+            eps = as_list(self.eps)
             for value in eps:
                 require(value > 0, f"eps (bounded CID ε) must be > 0, got {value}")
             self._eps = torch.tensor(eps, dtype=torch.float32)
         self._lams = torch.tensor(lams, dtype=torch.float32)
         self._temps = torch.tensor(temps, dtype=torch.float32)
 
-    def __call__(self, stream_logits: torch.Tensor) -> torch.Tensor:
-        n_groups = stream_logits.shape[0]
-        step = len(self.prior_lse)
-        lams = self._lams.to(stream_logits.device).expand(n_groups)
-        temps = self._temps.to(stream_logits.device).expand(n_groups)
+    @staticmethod
+    def _per_group(values: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+        values = values.to(groups.device)
+        return values.expand(len(groups)) if len(values) == 1 else values[groups]
+
+    def __call__(self, stream_logits: torch.Tensor, groups: torch.Tensor, step: int):
+        lams = self._per_group(self._lams, groups)
+        temps = self._per_group(self._temps, groups)
         with_ctx = torch.log_softmax(stream_logits[:, 0].float(), dim=-1)
         prior = torch.log_softmax(stream_logits[:, 1].float(), dim=-1)
         blocked = step < self.min_new_tokens
         with_ctx = block_eos(with_ctx, self.eos_token_id, blocked)
         prior = block_eos(prior, self.eos_token_id, blocked)
         if self._eps is not None:
-            eps = self._eps.to(stream_logits.device).expand(n_groups)
-            lams = bounded_lambda(with_ctx, prior, eps, lams, temps)
-        self.prior_lse.append(torch.logsumexp(prior / temps[:, None], dim=-1).cpu())
-        self.lam_used.append(lams.cpu())
+            eps = self._per_group(self._eps, groups)
+            lams = bounded_lambda(with_ctx, prior, eps, lams, temps, check=False)
+        records = {
+            "prior_lse": torch.logsumexp(prior / temps[:, None], dim=-1),
+            "lam_used": lams,
+        }
         # log p̄ is a valid logit vector; the decoder's own transforms must then be empty.
-        return cid_logprobs(with_ctx, prior, lams, temps)
-
-
-class SharedPrefill:
-    """A model proxy whose prefill forwards each distinct prompt once, unpadded, and forks it.
-
-    The decoder prefills all its streams in one left-padded batch. In a sweep (λ, T, ε) the same
-    two prompts recur in every group, and the short no-context prompt is padded to the long one;
-    this proxy forwards each distinct prompt on its own and assembles the left-padded cache the
-    decoder expects (padding slots hold zeros and are masked). Decoding steps pass through.
-    `counter` counts the positions actually forwarded.
-    """
-
-    def __init__(self, model) -> None:
-        self.model = model
-        self.counter = ForwardCounter()
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, *, input_ids, attention_mask, past_key_values=None, **kwargs):
-        if past_key_values is not None:
-            self.counter.add(*input_ids.shape)
-            return self.model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
-                **kwargs,
-            )
-        rows = [
-            tuple(ids[mask.bool()].tolist())
-            for ids, mask in zip(input_ids, attention_mask, strict=True)
-        ]
-        distinct = list(dict.fromkeys(rows))
-        width = input_ids.shape[1]
-        layers: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
-        last_logits = []
-        for row in distinct:
-            out = self.model(input_ids=torch.tensor([row], device=input_ids.device), use_cache=True)
-            self.counter.add(1, len(row))
-            last_logits.append(out.logits[0, -1])
-            for index, layer in enumerate(out.past_key_values.layers):
-                pad = (0, 0, width - len(row), 0)  # left-pad the sequence axis
-                if index == len(layers):
-                    layers.append(([], []))
-                layers[index][0].append(torch.nn.functional.pad(layer.keys, pad))
-                layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
-        pick = torch.tensor([distinct.index(row) for row in rows], device=input_ids.device)
-        cache = DynamicCache()
-        for index, (keys, values) in enumerate(layers):
-            cache.update(torch.cat(keys)[pick], torch.cat(values)[pick], index)
-        logits = torch.stack(last_logits)[pick][:, None]
-        return CausalLMOutputWithPast(logits=logits, past_key_values=cache)
+        return cid_logprobs(with_ctx, prior, lams, temps), records
 
 
 @dataclass
@@ -259,6 +210,10 @@ class CIDGeneration:
     prefill_counter: ForwardCounter
     step_counter: ForwardCounter
 
+    def token_lists(self) -> list[list[int]]:
+        """The response ids of each group, cut at its length."""
+        return [row[:n].tolist() for row, n in zip(self.tokens, self.lengths, strict=True)]
+
 
 def cid_generate(
     model,
@@ -271,16 +226,22 @@ def cid_generate(
     pad_id: int = 0,
     seed: int = 0,
     eps: Sequence[float] | float | None = None,
+    example_ids: Sequence | None = None,
+    max_batch_streams: int | None = None,
 ) -> CIDGeneration:
     """Sample a CID response for every (prompt, (λ, T)) pair in one decode call.
 
     The no-context stream is the same template with an empty context. T is applied inside the
-    mix, so the decoder runs without transforms. The prefill of each
-    distinct prompt is shared by all settings (SharedPrefill). With `eps` (one value, or one per
-    setting), λ is the upper limit of bounded CID.
+    mix, so the decoder runs without transforms. Each distinct prompt is prefilled once for all
+    settings. With `eps` (one value, or one per setting), λ is the upper limit of bounded CID.
+    The response to (example_ids[i], λ, T, ε) depends only on those and `seed` (default ids:
+    prompt positions), never on the other prompts or on `max_batch_streams` (the memory budget:
+    streams decoded at once, two per response).
     """
     require(len(prompts) >= 1, "cid_generate needs at least one prompt")
     require(len(settings) >= 1, "cid_generate needs at least one (lam, temperature) setting")
+    examples = list(range(len(prompts))) if example_ids is None else list(example_ids)
+    require(len(examples) == len(prompts), "example_ids needs one id per prompt")
     window = context_window(model)
     for prompt in prompts:
         require(len(prompt.context) >= 1, "the context is empty; every example needs context")
@@ -298,29 +259,41 @@ def cid_generate(
         for _ in settings
         for ids in (prompt.ids, prompt.with_context([]).ids)
     ]
+    eps_per_setting = [eps] * len(settings)
     if eps is not None and not isinstance(eps, int | float):
         require(len(eps) == len(settings), "eps needs one value per setting")
-        eps = list(eps) * len(prompts)
-    mix = CIDMix(lams, temps, eps=eps, eos_token_id=eos_token_id, min_new_tokens=min_new_tokens)
-    proxy = SharedPrefill(model)
+        eps_per_setting = list(eps)
+    keys = [
+        (example, float(lam), float(temp), None if e is None else float(e))
+        for example in examples
+        for (lam, temp), e in zip(settings, eps_per_setting, strict=True)
+    ]
+    mix = CIDMix(
+        lams,
+        temps,
+        eps=None if eps is None else eps_per_setting * len(prompts),
+        eos_token_id=eos_token_id,
+        min_new_tokens=min_new_tokens,
+    )
     out = decode(
-        proxy,
+        model,
         streams,
         max_new_tokens=max_new_tokens,
         streams_per_group=2,
         mix=mix,
         seed=seed,
+        group_keys=keys,
         eos_token_id=eos_token_id,
         min_new_tokens=min_new_tokens,
         pad_id=pad_id,
+        max_batch_streams=max_batch_streams,
     )
     steps = out.tokens.shape[1]
     temps_t = torch.tensor(temps)[:, None]
     stream_logp = out.stream_logprobs.view(-1, 2, steps)
-    prior_lse = torch.stack(mix.prior_lse[:steps], dim=1)
     # log softmax(o/T)_y = (log p_raw(y|∅))/T − logsumexp(log p_raw(·|∅)/T); EOS blocking enters
     # through the recorded normaliser.
-    logp_prior = stream_logp[:, 1] / temps_t - prior_lse
+    logp_prior = stream_logp[:, 1] / temps_t - out.records["prior_lse"]
     alive = torch.arange(steps)[None, :] < out.lengths[:, None]
     tau = torch.where(alive, (out.sample_logprobs - logp_prior).abs(), torch.zeros(()))
     return CIDGeneration(
@@ -329,10 +302,10 @@ def cid_generate(
         logp_context=out.sample_logprobs,
         logp_prior=torch.where(alive, logp_prior, torch.zeros(())),
         stream_logp=stream_logp,
-        lam_used=torch.stack(mix.lam_used[:steps], dim=1),
+        lam_used=out.records["lam_used"],
         tau=tau,
-        prefill_counter=proxy.counter,
-        step_counter=out.counter,
+        prefill_counter=out.prefill_counter,
+        step_counter=out.step_counter,
     )
 
 

@@ -7,23 +7,34 @@ document streams. Logit transforms (temperature, top-k, top-p, greedy, ...) then
 distribution that is sampled. Each step records the token, its log-prob under the sampling
 distribution and its log-prob under every stream's own model distribution, so metrics never need
 a second forward pass.
+
+Randomness belongs to the group, not the batch: group g draws its step-t token by inverse-CDF
+sampling with the uniform u[g, t] of its own stream, seeded from (seed, group key), so batching,
+chunking or adding groups changes no existing sample. The draw happens on the model's device; only
+the [G, T] uniforms cross from the host, once. Memory is bounded by `max_batch_streams`: groups are
+decoded in chunks of at most that many streams, and a group that emits EOS leaves the batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache
 
 from privleak.errors import require
+from privleak.models import real_logits
 from privleak.scoring import ForwardCounter, _pad, _positions, check_fits
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 """Maps logits [G, V] to logits [G, V]; excluded tokens get -inf."""
 
-Mix = Callable[[torch.Tensor], torch.Tensor]
-"""Maps stream logits [G, S, V] (S streams per group) to group logits [G, V]."""
+Mix = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+"""(stream logits [g, S, V], the g groups' indices [g] into the call's groups, step) ->
+(group logits [g, V], per-step records {name: [g] tensor}). The decoder may pass any subset of
+groups (chunks, finished groups removed), so a mix looks its per-group settings up by index."""
 
 
 def temperature(value: float) -> Transform:
@@ -101,13 +112,14 @@ def sampling_logprobs(logits: torch.Tensor, transforms: Sequence[Transform]) -> 
 
 @dataclass
 class Decoded:
-    """Per-step records of one decode call. G groups, N streams, T steps taken.
+    """Per-step records of one decode call. G groups, N streams, T = longest group's steps.
 
     tokens: [G, T] sampled ids (pad_id after a group's EOS).
     lengths: [G] generated tokens per group, EOS included.
     sample_logprobs: [G, T] log-prob of each token under the sampling distribution.
     stream_logprobs: [N, T] log-prob of each group's token under each stream's raw model
         distribution (temperature 1, no truncation).
+    records: {name: [G, T]} per-step records returned by the mix (0 after a group's end).
     distributions: [G, T, V] sampling log-probs, kept only when asked (memory).
     """
 
@@ -115,13 +127,117 @@ class Decoded:
     lengths: torch.Tensor
     sample_logprobs: torch.Tensor
     stream_logprobs: torch.Tensor
+    records: dict[str, torch.Tensor] = field(default_factory=dict)
     distributions: torch.Tensor | None = None
     stream_distributions: torch.Tensor | None = None
-    counter: ForwardCounter = field(default_factory=ForwardCounter)
+    prefill_counter: ForwardCounter = field(default_factory=ForwardCounter)
+    step_counter: ForwardCounter = field(default_factory=ForwardCounter)
+
+    @property
+    def counter(self) -> ForwardCounter:
+        """Every forwarded position, prefill and steps."""
+        return ForwardCounter(
+            self.prefill_counter.tokens + self.step_counter.tokens,
+            self.prefill_counter.calls + self.step_counter.calls,
+        )
 
     def token_lists(self) -> list[list[int]]:
         """The generated ids of each group, cut at its length."""
         return [row[:n].tolist() for row, n in zip(self.tokens, self.lengths, strict=True)]
+
+
+def group_seed(seed: int, key: Hashable) -> int:
+    """A 63-bit seed for one group's random stream, a hash of (seed, key). Keys are compared by
+    repr, so use ids, strings, ints, floats and tuples of them."""
+    digest = hashlib.blake2b(repr((int(seed), key)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def group_uniforms(seed: int, keys: Sequence[Hashable], steps: int) -> torch.Tensor:
+    """[G, steps] float64 uniforms in [0, 1) on the host: row g is the stream of keys[g]."""
+    return torch.stack(
+        [
+            torch.rand(
+                steps,
+                dtype=torch.float64,
+                generator=torch.Generator().manual_seed(group_seed(seed, key)),
+            )
+            for key in keys
+        ]
+    )
+
+
+def sample_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """[g] token ids drawn from log-probs [g, V] with one uniform [g] each, on their device.
+
+    The token is the first whose cumulative probability exceeds u · total, so a token of zero
+    probability is never drawn (its cumulative value equals its predecessor's). float64 keeps the
+    CDF of a 50k vocabulary exact enough that CPU and CUDA agree except at float ties.
+    """
+    cdf = logprobs.double().exp().cumsum(-1)
+    at = uniforms.to(cdf.device)[:, None] * cdf[:, -1:]
+    drawn = torch.searchsorted(cdf, at, right=True).squeeze(1)
+    # u · total can round up to total itself; fall back to the last token of non-zero mass.
+    last = logprobs.shape[-1] - 1 - torch.isfinite(logprobs).flip(-1).long().argmax(-1)
+    return torch.minimum(drawn, last)
+
+
+def _bucket_by_length(rows: Sequence[Sequence[int]], waste: float = 0.25) -> list[list[int]]:
+    """Indices of rows (longest first) in buckets whose left padding stays within `waste` of
+    their real tokens, so a short prompt is not padded to a long one."""
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    buckets: list[list[int]] = []
+    for i in order:
+        if buckets:
+            bucket = buckets[-1]
+            width = len(rows[bucket[0]])
+            real = sum(len(rows[k]) for k in bucket) + len(rows[i])
+            if width * (len(bucket) + 1) <= (1 + waste) * real:
+                bucket.append(i)
+                continue
+        buckets.append([i])
+    return buckets
+
+
+def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardCounter):
+    """Forward each distinct row once and return (cache, mask [N, W], last logits [N, V]) for all
+    N rows, left-padded to the longest (W): the cache the decoder extends.
+
+    Distinct rows are forwarded in length buckets (little padding), keeping only the last
+    position's logits; each bucket's keys/values are left-padded to W (padding slots hold zeros
+    and are masked), and rows that repeat a prompt (a sweep's settings) share its entry.
+    """
+    device = model.device
+    distinct = list(dict.fromkeys(tuple(row) for row in rows))
+    width = len(max(distinct, key=len))
+    layers: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+    logits, order = [], []
+    for bucket in _bucket_by_length(distinct):
+        ids, mask = _pad([distinct[i] for i in bucket], pad_id, "left")
+        mask = mask.to(device)
+        out = model(
+            input_ids=ids.to(device),
+            attention_mask=mask,
+            position_ids=_positions(mask),
+            logits_to_keep=1,
+            use_cache=True,
+        )
+        counter.add(*ids.shape)
+        logits.append(out.logits[:, -1])
+        order += bucket
+        pad = (0, 0, width - ids.shape[1], 0)  # left-pad the sequence axis
+        for index, layer in enumerate(out.past_key_values.layers):
+            if index == len(layers):
+                layers.append(([], []))
+            layers[index][0].append(torch.nn.functional.pad(layer.keys, pad))
+            layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
+    slot = {distinct[i]: k for k, i in enumerate(order)}  # row of the concatenated buckets
+    pick = torch.tensor([slot[tuple(row)] for row in rows], device=device)
+    cache = DynamicCache()
+    for index, (keys, values) in enumerate(layers):
+        cache.update(torch.cat(keys)[pick], torch.cat(values)[pick], index)
+    _, mask = _pad([distinct[i] for i in order], pad_id, "left")
+    return cache, mask.to(device)[pick], torch.cat(logits)[pick]
 
 
 @torch.inference_mode()
@@ -134,16 +250,20 @@ def decode(
     streams_per_group: int = 1,
     mix: Mix | None = None,
     seed: int = 0,
+    group_keys: Sequence[Hashable] | None = None,
     eos_token_id: int | None = None,
     min_new_tokens: int = 0,
     pad_id: int = 0,
     keep_distributions: bool = False,
+    max_batch_streams: int | None = None,
 ) -> Decoded:
-    """Decode len(prompts) // streams_per_group groups in one loop, one forward per step.
+    """Decode len(prompts) // streams_per_group groups, one batched forward per step.
 
     prompts: N token-id lists; consecutive runs of `streams_per_group` form a group. Without a
     `mix`, a group's logits are its first stream's (use streams_per_group=1). EOS is blocked for
-    the first `min_new_tokens` steps. Sampling uses a torch.Generator seeded with `seed`.
+    the first `min_new_tokens` steps. Group g samples with the random stream of
+    (seed, group_keys[g]) (default key: g), so its tokens do not depend on the other groups.
+    At most `max_batch_streams` streams (default: all) are decoded at once.
     """
     n_streams = len(prompts)
     require(n_streams >= 1, "decode needs at least one prompt")
@@ -154,77 +274,140 @@ def decode(
     )
     require(mix is not None or streams_per_group == 1, "several streams per group need a mix")
     require(all(len(p) >= 1 for p in prompts), "every prompt needs >= 1 token (prepend BOS)")
-    check_fits(model, [len(p) + max_new_tokens for p in prompts], "prompt + max_new_tokens")
-    device = model.device
     n_groups = n_streams // streams_per_group
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    counter = ForwardCounter()
-
-    ids, mask = _pad(prompts, pad_id, "left")  # left padding keeps every stream's next slot aligned
-    mask = mask.to(device)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=mask,
-        position_ids=_positions(mask),
-        logits_to_keep=1,
-        use_cache=True,
+    keys = list(range(n_groups)) if group_keys is None else list(group_keys)
+    require(len(keys) == n_groups, f"group_keys has {len(keys)} keys for {n_groups} groups")
+    require(len(set(map(repr, keys))) == n_groups, "group_keys must be distinct")
+    budget = n_streams if max_batch_streams is None else max_batch_streams
+    require(
+        budget >= streams_per_group,
+        f"max_batch_streams must be >= {streams_per_group} (one group), got {max_batch_streams}",
     )
-    counter.add(*ids.shape)
-    cache, next_position = out.past_key_values, mask.sum(-1, keepdim=True)
-    stream_logits = out.logits[:, -1].float()
+    check_fits(model, [len(p) + max_new_tokens for p in prompts], "prompt + max_new_tokens")
+    run = _Run(model, prompts, max_new_tokens, transforms, streams_per_group, mix, eos_token_id,
+               min_new_tokens, pad_id, keep_distributions,
+               group_uniforms(seed, keys, max_new_tokens))  # fmt: skip
+    per_chunk = budget // streams_per_group
+    # Longest prompts first, so a chunk's members pad little to one another.
+    order = sorted(
+        range(n_groups),
+        key=lambda g: (
+            -max(len(prompts[g * streams_per_group + s]) for s in range(streams_per_group))
+        ),
+    )
+    for first in range(0, n_groups, per_chunk):
+        run.chunk(order[first : first + per_chunk])
+    return run.result()
 
-    steps: dict[str, list[torch.Tensor]] = {
-        "tokens": [],
-        "sample": [],
-        "stream": [],
-        "dist": [],
-        "stream_dist": [],
-    }
-    finished = torch.zeros(n_groups, dtype=torch.bool, device=device)
-    lengths = torch.zeros(n_groups, dtype=torch.long, device=device)
-    for step in range(max_new_tokens):
-        grouped = stream_logits.view(n_groups, streams_per_group, -1)
-        group_logits = mix(grouped) if mix is not None else grouped[:, 0]
-        if eos_token_id is not None and step < min_new_tokens:
+
+class _Run:
+    """The buffers of one decode call and the loop that fills them, one chunk of groups at a time.
+    Buffers live on the model's device and are written by index, so no step waits for the host
+    except the EOS test."""
+
+    def __init__(self, model, prompts, max_new_tokens, transforms, streams_per_group, mix,
+                 eos_token_id, min_new_tokens, pad_id, keep_distributions, uniforms):  # fmt: skip
+        self.model, self.prompts, self.transforms, self.mix = model, prompts, transforms, mix
+        self.steps, self.per_group = max_new_tokens, streams_per_group
+        self.eos, self.min_new, self.pad_id = eos_token_id, min_new_tokens, pad_id
+        self.keep = keep_distributions
+        device = self.device = model.device
+        self.uniforms = uniforms.to(device)
+        n_groups, shape = uniforms.shape[0], uniforms.shape
+        self.tokens = torch.full(shape, pad_id, dtype=torch.long, device=device)
+        self.lengths = torch.zeros(n_groups, dtype=torch.long, device=device)
+        self.sample = torch.zeros(shape, device=device)
+        self.stream = torch.zeros(len(prompts), self.steps, device=device)
+        self.records: dict[str, torch.Tensor] = {}
+        self.dist: torch.Tensor | None = None
+        self.stream_dist: torch.Tensor | None = None
+        self.prefill_counter, self.step_counter = ForwardCounter(), ForwardCounter()
+
+    def _streams(self, groups: torch.Tensor) -> torch.Tensor:
+        offsets = torch.arange(self.per_group, device=groups.device)
+        return (groups[:, None] * self.per_group + offsets).flatten()
+
+    def chunk(self, group_list: list[int]) -> None:
+        groups = torch.tensor(group_list, device=self.device)
+        streams = self._streams(groups)
+        cache, mask, logits = prefill(
+            self.model, [self.prompts[i] for i in streams.tolist()], self.pad_id,
+            self.prefill_counter,
+        )  # fmt: skip
+        position = mask.sum(-1, keepdim=True)
+        for step in range(self.steps):
+            stream_logits = real_logits(self.model, logits.float())
+            tokens = self._step(step, groups, streams, stream_logits)
+            if self.eos is not None and step >= self.min_new:
+                done = tokens == self.eos
+                finished = int(done.sum())  # the one host sync a step: the stop test
+                if finished == len(groups):
+                    return
+                if finished:
+                    keep = torch.nonzero(~done)[:, 0]
+                    kept_streams = self._streams(keep)
+                    cache.reorder_cache(kept_streams)
+                    groups, tokens = groups[keep], tokens[keep]
+                    streams, mask = streams[kept_streams], mask[kept_streams]
+                    position = position[kept_streams]
+            if step == self.steps - 1:
+                return
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            stream_tokens = tokens.repeat_interleave(self.per_group)
+            out = self.model(
+                input_ids=stream_tokens[:, None],
+                attention_mask=mask,
+                position_ids=position,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            self.step_counter.add(len(stream_tokens), 1)
+            cache, position, logits = out.past_key_values, position + 1, out.logits[:, -1]
+
+    def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:
+        """Sample one token per group, write every record of this step; returns tokens [g]."""
+        grouped = stream_logits.view(len(groups), self.per_group, -1)
+        if self.mix is None:
+            group_logits, records = grouped[:, 0], {}
+        else:
+            group_logits, records = self.mix(grouped, groups, step)
+        if self.eos is not None and step < self.min_new:
             group_logits = group_logits.clone()
-            group_logits[:, eos_token_id] = float("-inf")
-        logprobs = sampling_logprobs(group_logits, transforms)
-        tokens = torch.multinomial(logprobs.exp().cpu(), 1, generator=generator).squeeze(1)
-        tokens = tokens.to(device).masked_fill(finished, pad_id)
+            group_logits[:, self.eos] = float("-inf")
+        logprobs = sampling_logprobs(group_logits, self.transforms)
+        tokens = sample_inverse_cdf(logprobs, self.uniforms[groups, step])
         stream_raw = torch.log_softmax(stream_logits, dim=-1)
-        stream_tokens = tokens.repeat_interleave(streams_per_group)
-        steps["tokens"].append(tokens)
-        steps["sample"].append(logprobs.gather(-1, tokens[:, None]).squeeze(1))
-        steps["stream"].append(stream_raw.gather(-1, stream_tokens[:, None]).squeeze(1))
-        if keep_distributions:
-            steps["dist"].append(logprobs)
-            steps["stream_dist"].append(stream_raw)
-        lengths += (~finished).long()
-        if eos_token_id is not None:
-            finished |= tokens == eos_token_id
-        if bool(finished.all()) or step == max_new_tokens - 1:
-            break
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        out = model(
-            input_ids=stream_tokens[:, None],
-            attention_mask=mask,
-            position_ids=next_position,
-            past_key_values=cache,
-            use_cache=True,
+        self.tokens[groups, step] = tokens
+        self.sample[groups, step] = logprobs.gather(-1, tokens[:, None]).squeeze(1)
+        self.stream[streams, step] = stream_raw.gather(
+            -1, tokens.repeat_interleave(self.per_group)[:, None]
+        ).squeeze(1)
+        self.lengths[groups] += 1
+        for name, values in records.items():
+            if name not in self.records:
+                self.records[name] = torch.zeros(self.tokens.shape, device=self.device)
+            self.records[name][groups, step] = values.float()
+        if self.keep:
+            if self.dist is None:
+                vocab = logprobs.shape[-1]
+                self.dist = torch.zeros(*self.tokens.shape, vocab, device=self.device)
+                self.stream_dist = torch.zeros(len(self.prompts), self.steps, vocab,
+                                               device=self.device)  # fmt: skip
+            self.dist[groups, step] = logprobs
+            self.stream_dist[streams, step] = stream_raw
+        return tokens
+
+    def result(self) -> Decoded:
+        steps = int(self.lengths.max())
+        cut = lambda x: None if x is None else x[:, :steps].cpu()  # noqa: E731
+        return Decoded(
+            tokens=cut(self.tokens),
+            lengths=self.lengths.cpu(),
+            sample_logprobs=cut(self.sample),
+            stream_logprobs=cut(self.stream),
+            records={name: cut(values) for name, values in self.records.items()},
+            distributions=cut(self.dist),
+            stream_distributions=cut(self.stream_dist),
+            prefill_counter=self.prefill_counter,
+            step_counter=self.step_counter,
         )
-        counter.add(n_streams, 1)
-        cache, next_position = out.past_key_values, next_position + 1
-        stream_logits = out.logits[:, -1].float()
-
-    def stacked(key: str, dim: int = 1) -> torch.Tensor | None:
-        return torch.stack(steps[key], dim=dim).cpu() if steps[key] else None
-
-    return Decoded(
-        tokens=stacked("tokens"),
-        lengths=lengths.cpu(),
-        sample_logprobs=stacked("sample"),
-        stream_logprobs=stacked("stream"),
-        distributions=stacked("dist"),
-        stream_distributions=stacked("stream_dist"),
-        counter=counter,
-    )

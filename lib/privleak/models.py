@@ -50,7 +50,28 @@ def _load_hf(path: str, device: str, dtype: torch.dtype, device_map, **kwargs):
     if device_map is None:
         model.to(device)
     model.eval()
+    mark_real_vocab(model, len(tokenizer))
     return model, _with_pad_token(tokenizer)
+
+
+def mark_real_vocab(model, real_tokens: int) -> None:
+    """Record how many logit rows are real tokens. Some checkpoints pad their output layer past
+    the tokenizer (OPT: 50272 logits, 50265 tokens); `real_logits` then excludes the padded rows
+    from every distribution. `load` marks every model it returns; call this for a model built
+    another way."""
+    require(real_tokens >= 1, f"a model needs >= 1 real token, got {real_tokens}")
+    model.privleak_real_vocab = int(real_tokens)
+
+
+def real_logits(model, logits: torch.Tensor) -> torch.Tensor:
+    """logits [..., V] with the rows past the tokenizer's vocabulary set to -inf (no copy when
+    the model's output has no padded rows or the model is unmarked)."""
+    real = getattr(model, "privleak_real_vocab", None)
+    if real is None or real >= logits.shape[-1]:
+        return logits
+    return logits.index_fill(
+        -1, torch.arange(real, logits.shape[-1], device=logits.device), float("-inf")
+    )
 
 
 def load(
@@ -99,6 +120,49 @@ def load(
             f"hub model '{name_or_path}' could not be loaded (the paper profile needs hub "
             f"access): {first_line}"
         ) from None
+
+
+# Random-init models of real shapes, for benchmarks that need no weights: (config class, config,
+# real tokenizer size). SmolLM2-135M and OPT-1.3B as published.
+SHAPES = {
+    "smollm2-135m-shape": (
+        "LlamaConfig",
+        {
+            "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
+            "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+            "max_position_embeddings": 8192, "rope_theta": 100000.0, "tie_word_embeddings": True,
+            "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2,
+        },
+        49152,
+    ),
+    "opt-1.3b-shape": (
+        "OPTConfig",
+        {
+            "vocab_size": 50272, "hidden_size": 2048, "ffn_dim": 8192, "num_hidden_layers": 24,
+            "num_attention_heads": 32, "max_position_embeddings": 2048,
+            "word_embed_proj_dim": 2048, "bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1,
+        },
+        50265,
+    ),
+}  # fmt: skip
+
+
+def random_model(shape: str, *, device: str = "cpu", dtype: str | torch.dtype = "float32",
+                 seed: int = 0):  # fmt: skip
+    """A random-init model of a named real shape (SHAPES), in eval mode on `device`, with its
+    padded vocabulary rows marked. For speed measurements only: its outputs mean nothing."""
+    import transformers
+
+    require(shape in SHAPES, f"shape '{shape}' is unknown; allowed: {', '.join(SHAPES)}")
+    config_class, config, real_tokens = SHAPES[shape]
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(
+            getattr(transformers, config_class)(**config), dtype=_dtype(dtype)
+        )
+    model.eval()
+    mark_real_vocab(model, real_tokens)
+    return model
 
 
 def load_embedder(name_or_path: str = MINILM, *, device: str = "cpu"):
