@@ -14,6 +14,7 @@ models = {"device": "cpu", "dtype": "float32"}
 min_new_tokens = 4
 temperature = 0.8
 family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_tokens": 12, "n": 32}
+max_batch_streams = 16
 
 # %%
 import os
@@ -66,6 +67,8 @@ for size in sizes:
         eos_token_id=tokenizer.eos_token_id,
         pad_id=tokenizer.pad_token_id,
         seed=seed,
+        example_ids=[r["id"] for r in records],
+        max_batch_streams=max_batch_streams,
     )
     parameters = manifest["sizes"][size]["parameters"]
     for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):

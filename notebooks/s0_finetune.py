@@ -18,6 +18,7 @@ max_new_tokens = 12
 min_new_tokens = 4
 temperature = 0.8
 lams = [0.5, 1.0, 1.5]
+max_batch_streams = 16
 finetune = {
     "enabled": True,
     "docs": 4,
@@ -86,6 +87,8 @@ if finetune["enabled"]:
             eos_token_id=tokenizer.eos_token_id,
             pad_id=tokenizer.pad_token_id,
             seed=seed,
+            example_ids=[e["example"] for e in examples],
+            max_batch_streams=max_batch_streams,
         )
         print(f"{label}: generated in {time.perf_counter() - started:.1f} s")
         # Plain-text log-likelihood of each context (first token as the prompt).

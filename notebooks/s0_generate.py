@@ -22,6 +22,7 @@ max_new_tokens = 12
 min_new_tokens = 4
 temperature = 0.8
 lams = [0.5, 1.0, 1.5]
+max_batch_streams = 16
 sweep = {"corpus": "pubmedqa", "examples": 2, "temperatures": [0.5, 1.0], "lams": [0.0, 1.0]}
 context_sizes = {"corpus": "pubmedqa", "examples": 2, "sizes": [8, 16]}
 
@@ -51,10 +52,11 @@ def run(model, tokenizer, lm, experiment, corpus, count, settings, sizes=(None,)
     rows = []
     for size in sizes:
         limit = context_tokens if size is None else size
-        examples, prompts = [], []
+        examples, prompts, keys = [], [], []
         for index, record in enumerate(records[corpus][:count]):
             prompt, reference = s0_prompt(tokenizer, record, corpus, template, limit)
             prompts.append(prompt)
+            keys.append((record["id"], limit))  # the response's random stream
             examples.append(
                 {
                     "experiment": experiment,
@@ -78,12 +80,14 @@ def run(model, tokenizer, lm, experiment, corpus, count, settings, sizes=(None,)
             eos_token_id=tokenizer.eos_token_id,
             pad_id=tokenizer.pad_token_id,
             seed=seed,
+            example_ids=keys,
+            max_batch_streams=max_batch_streams,
         )
         print(
             f"{lm} {experiment} {corpus} |D|<={limit}: {len(prompts)} contexts x "
             f"{len(settings)} settings in {time.perf_counter() - started:.1f} s; forwarded "
-            f"{generation.prefill_counter.tokens} tokens "
-            f"(decoder batch without sharing: {generation.step_counter.tokens})"
+            f"{generation.prefill_counter.tokens} prefill + {generation.step_counter.tokens} "
+            "step tokens"
         )
         rows += generation_rows(generation, tokenizer, examples, settings)
     return rows

@@ -23,6 +23,7 @@ min_new_tokens = 4
 temperature = 0.8
 ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16}
 bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 16}
+max_batch_streams = 16
 batch_size = 8
 
 # %%
@@ -63,7 +64,7 @@ def prompts_for(corpus, count, limit):
     return records, [s0_prompt(tokenizer, r, corpus, template, limit)[0] for r in records]
 
 
-def generate(prompts, settings, eps=None):
+def generate(records, prompts, settings, eps=None):
     return cid_generate(
         model,
         prompts,
@@ -74,6 +75,8 @@ def generate(prompts, settings, eps=None):
         pad_id=PAD,
         seed=seed,
         eps=eps,
+        example_ids=[r["id"] for r in records],
+        max_batch_streams=max_batch_streams,
     )
 
 
@@ -83,7 +86,7 @@ def generate(prompts, settings, eps=None):
 # %%
 started, counter = time.perf_counter(), ForwardCounter()
 records, prompts = prompts_for(ngram["corpus"], ngram["examples"], context_tokens)
-generation = generate(prompts, [(1.0, temperature)])
+generation = generate(records, prompts, [(1.0, temperature)])
 ngram_rows = []
 for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
     length = int(generation.lengths[g])
@@ -129,7 +132,7 @@ pd.DataFrame(ngram_rows).to_parquet(OUT / "ngram.parquet", index=False)
 started = time.perf_counter()
 records, prompts = prompts_for(ngram["corpus"], 1, ngram["unigram_context_tokens"])
 prompt = prompts[0]
-example = generate(prompts, [(1.0, temperature)])
+example = generate(records, prompts, [(1.0, temperature)])
 length = int(example.lengths[0])
 whole = example.tau[0, :length]
 target = int(whole.argmax())  # the response token the context influences most
@@ -167,7 +170,7 @@ unigram.sort_values("tau", ascending=False).head(8)
 started, counter = time.perf_counter(), ForwardCounter()
 records, prompts = prompts_for(bounded["corpus"], bounded["examples"], context_tokens)
 settings = [(bounded["lam_max"], temperature)] * len(bounded["eps"])
-run = generate(prompts, settings, eps=bounded["eps"])
+run = generate(records, prompts, settings, eps=bounded["eps"])
 bounded_rows = []
 for g in range(run.tokens.shape[0]):
     record, prompt = records[g // len(settings)], prompts[g // len(settings)]

@@ -26,7 +26,13 @@ scores = {
     "batch_size": 16,
     "device": "cpu",
     "dtype": "float32",
-    "monte_carlo": {"kinds": ["named_entity"], "sequences": 4, "samples": 20, "seed": 0},
+    "monte_carlo": {
+        "kinds": ["named_entity"],
+        "sequences": 4,
+        "samples": 20,
+        "seed": 0,
+        "max_batch_streams": 32,
+    },
 }
 
 # %%
@@ -148,14 +154,16 @@ for kind in mc["kinds"]:
     prompts = [
         s["prefix_ids"][-scores["prefix_tokens"] :] for s in subset for _ in range(mc["samples"])
     ]
-    for d, (decoder, chain) in enumerate(transforms.items()):
+    for decoder, chain in transforms.items():
         out = decode(
             model,
             prompts,
             max_new_tokens=SUFFIX[kind],
             transforms=chain,
-            seed=mc["seed"] + d,
+            seed=mc["seed"],
+            group_keys=[(s["seq_id"], decoder, i) for s in subset for i in range(mc["samples"])],
             pad_id=tokenizer.pad_token_id,
+            max_batch_streams=mc["max_batch_streams"],
         )
         samples = out.tokens.view(len(subset), mc["samples"], -1)
         for s, drawn in zip(subset, samples, strict=True):

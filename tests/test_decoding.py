@@ -26,8 +26,7 @@ from privleak.decoding import (
 from privleak.errors import PrivleakError
 from privleak.models import mark_real_vocab
 from privleak.scoring import continuation_logprobs
-
-from .conftest import tiny_opt
+from tests.conftest import tiny_opt
 
 PROBS = [0.5, 0.2, 0.15, 0.1, 0.05]
 LOGITS = torch.log(torch.tensor([PROBS], dtype=torch.float64))

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from privleak.errors import PrivleakError
+from privleak.models import mark_real_vocab, real_logits
 from privleak.scoring import (
     ForwardCounter,
     continuation_logprobs,
@@ -13,7 +14,7 @@ from privleak.scoring import (
     shared_prefix_logprobs,
     truncate_left,
 )
-from tests.conftest import tiny_llama, word_tokenizer
+from tests.conftest import tiny_llama, tiny_opt, word_tokenizer
 
 
 @torch.no_grad()
@@ -121,3 +122,24 @@ def test_truncate_left_keeps_the_latest_tokens():
 def test_empty_prompt_is_rejected(tiny_lm):
     with pytest.raises(PrivleakError, match="prepend BOS"):
         continuation_logprobs(tiny_lm, [[]], [[4, 5]])
+
+
+def test_padded_vocabulary_rows_carry_no_probability():
+    """OPT-style checkpoints have more logit rows than tokens; scores renormalise over the real
+    ones, so they equal a log-softmax of the real logits alone."""
+    model = tiny_opt(vocab_size=40)
+    mark_real_vocab(model, 30)
+    prompts, continuations = [[5, 9, 4], [8, 3]], [[7, 12], [20, 6, 11]]
+    scores = continuation_logprobs(model, prompts, continuations)
+    shared = shared_prefix_logprobs(model, [5, 9], [[4], [3]], [[7, 12], [20, 6]])
+    for prompt, continuation, score in zip(prompts, continuations, scores, strict=True):
+        logits = model(input_ids=torch.tensor([prompt + continuation])).logits[0].detach()
+        at = torch.arange(len(continuation)) + len(prompt) - 1
+        expected = torch.log_softmax(logits[at, :30], dim=-1)[at - at[0], continuation]
+        assert torch.allclose(score, expected, atol=1e-5)
+    assert torch.allclose(shared[0], scores[0], atol=1e-5)
+
+
+def test_real_logits_leaves_unmarked_models_alone():
+    logits = torch.randn(2, 40)
+    assert real_logits(tiny_opt(vocab_size=40), logits) is logits

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from privleak.errors import require
-from privleak.models import context_window
+from privleak.models import context_window, real_logits
 
 
 @dataclass
@@ -111,7 +111,7 @@ def continuation_logprobs(
         )
         if counter is not None:
             counter.add(*ids.shape)
-        logprobs = torch.log_softmax(out.logits.float(), dim=-1)
+        logprobs = torch.log_softmax(real_logits(model, out.logits.float()), dim=-1)
         offset = length - keep
         for k, i in enumerate(batch):
             targets = torch.tensor(continuations[i], dtype=torch.long, device=device)
@@ -156,7 +156,7 @@ def shared_prefix_logprobs(
     prefix_out = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True)
     if counter is not None:
         counter.add(1, n_prefix)
-    prefix_last = torch.log_softmax(prefix_out.logits[0, -1].float(), dim=-1)
+    prefix_last = torch.log_softmax(real_logits(model, prefix_out.logits[0, -1].float()), dim=-1)
     results: list[torch.Tensor] = []
     for start in range(0, len(suffixes), batch_size):
         rows = [
@@ -181,7 +181,7 @@ def shared_prefix_logprobs(
             )
             if counter is not None:
                 counter.add(*ids.shape)
-            logprobs = torch.log_softmax(out.logits.float(), dim=-1)
+            logprobs = torch.log_softmax(real_logits(model, out.logits.float()), dim=-1)
         for k, i in enumerate(range(start, start + len(rows))):
             targets = torch.tensor(list(continuations[i]), dtype=torch.long, device=device)
             # Row position whose logits predict continuation token j; -1 means the prefix's last.
