@@ -1,0 +1,43 @@
+"""CPU and CUDA give the same samples and the same scores (skipped where no GPU is present)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from privleak.cid import cid_generate
+from privleak.decoding import decode, standard_transforms
+from privleak.prompts import ContextPrompt
+from privleak.scoring import continuation_logprobs
+from tests.conftest import tiny_llama, tiny_opt
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+PROMPTS = [[5, 9, 4, 17], [8, 3], [30, 31, 12, 6, 7, 22]] * 4
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_same_seed_same_tokens_on_cpu_and_cuda(build):
+    chain = standard_transforms(temperature_value=1.3, top_p_value=0.95)
+    kwargs = {"max_new_tokens": 12, "transforms": chain, "seed": 3, "eos_token_id": 2}
+    cpu = decode(build(), PROMPTS, **kwargs)
+    cuda = decode(build().cuda(), PROMPTS, **kwargs)
+    assert torch.equal(cpu.tokens, cuda.tokens)
+    assert torch.allclose(cpu.sample_logprobs, cuda.sample_logprobs, atol=1e-4)
+
+
+def test_cid_records_agree_on_cpu_and_cuda():
+    prompts = [ContextPrompt([1, 4], [5, 6, 7, 8, 9, 10, 11], [12]), ContextPrompt([1], [13], [12])]
+    kwargs = {"max_new_tokens": 8, "min_new_tokens": 3, "eos_token_id": 2, "seed": 1}
+    cpu = cid_generate(tiny_llama(), prompts, [(0.5, 0.8), (1.5, 1.0)], **kwargs)
+    cuda = cid_generate(tiny_llama().cuda(), prompts, [(0.5, 0.8), (1.5, 1.0)], **kwargs)
+    assert torch.equal(cpu.tokens, cuda.tokens)
+    assert torch.allclose(cpu.tau, cuda.tau, atol=1e-4)
+
+
+def test_teacher_forced_scores_agree_on_cpu_and_cuda():
+    continuations = [[7, 12, 3], [20, 6], [11, 4, 9, 5]] * 4
+    cpu = continuation_logprobs(tiny_opt(), PROMPTS, continuations)
+    cuda = continuation_logprobs(tiny_opt().cuda(), PROMPTS, continuations)
+    for a, b in zip(cpu, cuda, strict=True):
+        assert torch.allclose(a, b, atol=1e-4)
