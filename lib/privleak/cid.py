@@ -133,7 +133,7 @@ def bounded_lambda(
 
 @dataclass
 class CIDMix:
-    """The decoder's `mix` for CID: stream logits [g, 2, V] (with, without context) -> [g, V].
+    """The decoder's `mix` for CID: stream log-probs [g, 2, V] (with, without context) -> [g, V].
 
     lams, temperatures: one value each, or one per group. With `eps` (one value or one per
     group), each λ is the upper limit of bounded CID. EOS is blocked here for the first
@@ -165,22 +165,25 @@ class CIDMix:
             self._eps = torch.tensor(eps, dtype=torch.float32)
         self._lams = torch.tensor(lams, dtype=torch.float32)
         self._temps = torch.tensor(temps, dtype=torch.float32)
+        self._on_device: dict[tuple[str, torch.device], torch.Tensor] = {}
 
-    @staticmethod
-    def _per_group(values: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
-        values = values.to(groups.device)
+    def _per_group(self, name: str, groups: torch.Tensor) -> torch.Tensor:
+        # Settings move to the device once: a per-step copy from host memory would make every
+        # decoding step wait for the previous one to finish on the GPU.
+        key = (name, groups.device)
+        if key not in self._on_device:
+            self._on_device[key] = getattr(self, name).to(groups.device)
+        values = self._on_device[key]
         return values.expand(len(groups)) if len(values) == 1 else values[groups]
 
-    def __call__(self, stream_logits: torch.Tensor, groups: torch.Tensor, step: int):
-        lams = self._per_group(self._lams, groups)
-        temps = self._per_group(self._temps, groups)
-        with_ctx = torch.log_softmax(stream_logits[:, 0].float(), dim=-1)
-        prior = torch.log_softmax(stream_logits[:, 1].float(), dim=-1)
+    def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
+        lams = self._per_group("_lams", groups)
+        temps = self._per_group("_temps", groups)
         blocked = step < self.min_new_tokens
-        with_ctx = block_eos(with_ctx, self.eos_token_id, blocked)
-        prior = block_eos(prior, self.eos_token_id, blocked)
+        with_ctx = block_eos(stream_logprobs[:, 0], self.eos_token_id, blocked)
+        prior = block_eos(stream_logprobs[:, 1], self.eos_token_id, blocked)
         if self._eps is not None:
-            eps = self._per_group(self._eps, groups)
+            eps = self._per_group("_eps", groups)
             lams = bounded_lambda(with_ctx, prior, eps, lams, temps, check=False)
         records = {
             "prior_lse": torch.logsumexp(prior / temps[:, None], dim=-1),

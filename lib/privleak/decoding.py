@@ -1,7 +1,7 @@
 """One sampler loop for N streams with per-stream KV caches and one batched forward per step.
 
 Streams are grouped: every group samples one token per step and feeds it to all of its streams.
-Plain decoding has one stream per group. A `mix` hook turns the logits of a group's streams into
+Plain decoding has one stream per group. A `mix` hook turns the log-probs of a group's streams into
 the group's logits; CID mixes a with-context and a without-context stream, DP-ICL aggregates k+1
 document streams. Logit transforms (temperature, top-k, top-p, greedy, ...) then shape the
 distribution that is sampled. Each step records the token, its log-prob under the sampling
@@ -32,7 +32,7 @@ Transform = Callable[[torch.Tensor], torch.Tensor]
 """Maps logits [G, V] to logits [G, V]; excluded tokens get -inf."""
 
 Mix = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, dict[str, torch.Tensor]]]
-"""(stream logits [g, S, V], the g groups' indices [g] into the call's groups, step) ->
+"""(stream log-probs [g, S, V], the g groups' indices [g] into the call's groups, step) ->
 (group logits [g, V], per-step records {name: [g] tensor}). The decoder may pass any subset of
 groups (chunks, finished groups removed), so a mix looks its per-group settings up by index."""
 
@@ -366,7 +366,8 @@ class _Run:
 
     def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:
         """Sample one token per group, write every record of this step; returns tokens [g]."""
-        grouped = stream_logits.view(len(groups), self.per_group, -1)
+        stream_raw = torch.log_softmax(stream_logits, dim=-1)
+        grouped = stream_raw.view(len(groups), self.per_group, -1)
         if self.mix is None:
             group_logits, records = grouped[:, 0], {}
         else:
@@ -376,7 +377,6 @@ class _Run:
             group_logits[:, self.eos] = float("-inf")
         logprobs = sampling_logprobs(group_logits, self.transforms)
         tokens = sample_inverse_cdf(logprobs, self.uniforms[groups, step])
-        stream_raw = torch.log_softmax(stream_logits, dim=-1)
         self.tokens[groups, step] = tokens
         self.sample[groups, step] = logprobs.gather(-1, tokens[:, None]).squeeze(1)
         self.stream[streams, step] = stream_raw.gather(
