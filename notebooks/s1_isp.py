@@ -35,6 +35,7 @@ isp = {
     "sampling_expand": 16,
     "exact_sequences": 2,
     "batch_size": 8,
+    "max_nodes": 512,
 }
 
 # %%
@@ -104,6 +105,7 @@ for spec in decoders:
             expand=isp["sampling_expand"] if sampling else isp["expand"],
             head_mass=isp["sampling_head_mass"] if sampling else None,
             batch_size=isp["batch_size"],
+            max_nodes=isp["max_nodes"],
             **pad,
         )
         per_seq = result.counter.tokens / len(entities)
@@ -134,14 +136,16 @@ subset = entities[: isp["exact_sequences"]]
 exact_rows = []
 if subset and "sampling" in [s["kind"] for s in decoders]:
     name = next(s["name"] for s in decoders if s["kind"] == "sampling")
+    real_vocab = getattr(model, "privleak_real_vocab", None) or model.config.vocab_size
     full = seq.approximate_isp(
         model,
         [e["prefix"] for e in subset],
         [e["suffix"] for e in subset],
         1,
         transforms[name],
-        expand=model.config.vocab_size - 1,
+        expand=real_vocab - 1,
         batch_size=1,
+        max_nodes=isp["max_nodes"],
         **pad,
     )
     assert (full.bound < 1e-6).all()
@@ -156,6 +160,7 @@ if subset and "sampling" in [s["kind"] for s in decoders]:
                 expand=expand,
                 head_mass=head_mass,
                 batch_size=isp["batch_size"],
+                max_nodes=isp["max_nodes"],
                 **pad,
             )
             exact_rows += [

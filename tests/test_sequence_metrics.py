@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from privleak import data, decoding
+from privleak import data, decoding, models
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence as seq
 from privleak.scoring import continuation_logprobs
 from privleak.training import family
-from tests.conftest import tiny_llama, word_tokenizer
+from tests.conftest import tiny_llama, tiny_opt, word_tokenizer
 
 # A bigram "model" over 5 tokens: the next-token logits depend only on the current token, so
 # every probability below is a product of softmaxes of these rows, computable by hand.
@@ -175,6 +175,75 @@ def test_head_mass_expansion_is_a_lower_bound_and_counts_level_forwards():
     assert one.counter.tokens == 4 + 2 + 3 + 4
 
 
+class Recording:
+    """A model proxy recording the largest cached forward: rows and rows x attended length."""
+
+    def __init__(self, model):
+        self.model, self.config, self.device = model, model.config, model.device
+        self.rows = self.cells = 0
+
+    def __call__(self, **kwargs):
+        if kwargs.get("past_key_values") is not None:
+            rows, attended = kwargs["attention_mask"].shape
+            self.rows, self.cells = max(self.rows, rows), max(self.cells, rows * attended)
+        return self.model(**kwargs)
+
+
+@pytest.mark.parametrize("head_mass", [None, 0.8])
+def test_chunked_expansion_equals_unchunked_and_bounds_the_forwarded_batch(head_mass):
+    model = tiny_llama(vocab_size=12, seed=7)
+    gen = torch.Generator().manual_seed(2)
+    prefixes = [torch.randint(3, 12, (k,), generator=gen).tolist() for k in (5, 3, 6)]
+    suffixes = [torch.randint(3, 12, (4,), generator=gen).tolist() for _ in prefixes]
+    runs = {}
+    for max_nodes in (10**6, 5, 1):
+        proxy = Recording(model)
+        runs[max_nodes] = (
+            proxy,
+            seq.approximate_isp(
+                proxy, prefixes, suffixes, 2, [], expand=3, head_mass=head_mass, max_nodes=max_nodes
+            ),
+        )
+    whole = runs[10**6][1]
+    assert runs[10**6][0].rows > 5  # the unchunked tree does exceed the budget
+    for max_nodes in (5, 1):
+        proxy, chunked = runs[max_nodes]
+        assert proxy.rows <= max_nodes and proxy.cells <= max_nodes * (6 + 4)
+        # Same tree; a float32 forward's last bits depend on the batch it runs in.
+        np.testing.assert_allclose(chunked.approx, whole.approx, rtol=1e-6, atol=0)
+        np.testing.assert_allclose(chunked.bound, whole.bound, rtol=1e-6, atol=1e-12)
+        assert chunked.counter.tokens == whole.counter.tokens
+        for got, want in zip(chunked.leaves, whole.leaves, strict=True):
+            assert [(t, w) for t, _, w in got] == [(t, w) for t, _, w in want]
+            np.testing.assert_allclose(
+                [lp for _, lp, _ in got], [lp for _, lp, _ in want], rtol=1e-6
+            )
+
+
+def test_padded_vocabulary_rows_get_zero_probability_and_are_never_expanded():
+    model = tiny_opt(vocab_size=40, seed=8)
+    models.mark_real_vocab(model, 30)
+    prefix = [3, 9, 14]
+    table = {**DECODERS, "top_k2": [decoding.top_k(2)]}
+    scores = seq.suffix_logprobs(model, [prefix] * 40, [[t] for t in range(40)], table)
+    for name in table:
+        probs = torch.cat(scores[name]).exp()
+        assert probs[30:].eq(0).all()
+        assert float(probs[:30].sum()) == pytest.approx(1.0, abs=1e-5)
+    # Without the mark the padded rows take mass: the mask is what zeroes them.
+    del model.privleak_real_vocab
+    unmarked = seq.suffix_logprobs(model, [prefix] * 40, [[t] for t in range(40)], DECODERS)
+    assert float(torch.cat(unmarked["sampling"]).exp()[30:].sum()) > 0
+    models.mark_real_vocab(model, 30)
+    suffixes = [[4, 20, 7], [29, 5, 11]]
+    for n in (1, 2):
+        full = seq.approximate_isp(model, [prefix] * 2, suffixes, n, [], expand=39)
+        assert all(max(tokens) < 30 for leaves in full.leaves for tokens, _, _ in leaves)
+        exact = [seq.exact_isp(model, prefix, s, n, []) for s in suffixes]
+        np.testing.assert_allclose(full.approx, exact, rtol=1e-4)
+        np.testing.assert_allclose(full.bound, 0.0, atol=1e-6)
+
+
 def test_leak_curves_by_hand():
     log_esps = np.array([0.0, math.log(0.5), math.log(0.1), -np.inf])
     assert seq.leaked_paper(log_esps, [1, 3, 10, 11]).tolist() == [0.25, 0.5, 0.75, 0.75]
@@ -255,6 +324,10 @@ def test_decoder_specs_build_the_modified_distributions():
         (lambda: seq.approximate_isp(Bigram(), [[1]], [[2, 3]], 3, [], expand=2), "n = 3"),
         (lambda: seq.exact_isp(Bigram(), [1], [2, 3], 3, []), "exceeds the suffix length"),
         (lambda: seq.approximate_isp(Bigram(), [[1]], [[2, 3]], 1, [], expand=0), "expand"),
+        (
+            lambda: seq.approximate_isp(Bigram(), [[1]], [[2, 3]], 1, [], expand=2, max_nodes=0),
+            "max_nodes",
+        ),
         (lambda: seq.decoder_transforms({"name": "k", "kind": "top_k", "value": 0}), "top_k"),
         (lambda: seq.decoder_transforms({"name": "p", "kind": "top_p", "value": 1.5}), "top_p"),
         (lambda: seq.decoder_transforms({"name": "p", "kind": "top_p", "value": 0}), "top_p"),

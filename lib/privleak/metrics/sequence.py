@@ -20,10 +20,11 @@ renormalised, temperature-scaled logits; greedy is an indicator), computed by
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ from privleak.decoding import (
     top_p,
 )
 from privleak.errors import require
-from privleak.models import context_window
+from privleak.models import context_window, real_logits
 from privleak.scoring import ForwardCounter, _pad, _positions
 
 DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")
@@ -167,7 +168,9 @@ def suffix_logprobs(
     """log TP of every suffix token under every decoder, from ONE teacher-forced forward pass
     per batch: {decoder: list of [len(suffix_i)] float32 tensors}. log ESP = the sum of a row.
 
-    Right-padded batches sorted by length; positions follow the attention mask.
+    Right-padded batches of `batch_size` rows sorted by length; positions follow the attention
+    mask. Per batch only the N = sum(len(suffix_i)) suffix-predicting logit rows are kept, every
+    decoder scores them, and the [decoders, N] result crosses to the host once.
     """
     check_sequences(model, prefixes, suffixes)
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
@@ -179,8 +182,7 @@ def suffix_logprobs(
     order = sorted(range(len(prefixes)), key=lambda i: -(len(prefixes[i]) + len(suffixes[i])))
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        rows = [list(prefixes[i]) + list(suffixes[i]) for i in batch]
-        ids, mask = _pad(rows, pad_id, "right")
+        ids, mask = _pad([list(prefixes[i]) + list(suffixes[i]) for i in batch], pad_id, "right")
         firsts = [len(prefixes[i]) - 1 for i in batch]  # logits here predict the first suffix token
         keep = ids.shape[1] - min(firsts)
         out = model(
@@ -192,26 +194,34 @@ def suffix_logprobs(
         )
         if counter is not None:
             counter.add(*ids.shape)
-        offset = ids.shape[1] - keep
-        m_max = max(len(suffixes[i]) for i in batch)
-        # Gather the suffix-predicting logits of every row into [B, m_max, V] (padded rows reuse
-        # position 0; they are cut off below), then apply each decoder to the same logits.
-        at = torch.tensor(
+        lengths = [len(suffixes[i]) for i in batch]
+        logits = real_logits(model, _suffix_rows(out.logits, firsts, lengths, ids.shape[1] - keep))
+        targets = torch.tensor([t for i in batch for t in suffixes[i]], device=device)
+        scores = torch.stack(
             [
-                [f - offset + min(j, len(suffixes[i]) - 1) for j in range(m_max)]
-                for f, i in zip(firsts, batch, strict=True)
-            ],
-            device=device,
-        )
-        logits = out.logits.float().gather(1, at[..., None].expand(-1, -1, out.logits.shape[-1]))
-        targets = torch.tensor(
-            [list(suffixes[i]) + [0] * (m_max - len(suffixes[i])) for i in batch], device=device
-        )
-        for name, transforms in decoders.items():
-            logprobs = sampling_logprobs(logits, transforms).gather(-1, targets[..., None])[..., 0]
-            for k, i in enumerate(batch):
-                results[name][i] = logprobs[k, : len(suffixes[i])].cpu()
+                sampling_logprobs(logits, transforms).gather(-1, targets[:, None])[:, 0]
+                for transforms in decoders.values()
+            ]
+        ).cpu()  # [decoders, N]: the batch's only host sync
+        for name, row in zip(decoders, scores, strict=True):
+            for i, part in zip(batch, row.split(lengths), strict=True):
+                results[name][i] = part
     return results
+
+
+def _suffix_rows(
+    logits: torch.Tensor, firsts: Sequence[int], lengths: Sequence[int], offset: int
+) -> torch.Tensor:
+    """[N, V] float32 rows of logits [B, K, V] that predict suffix tokens: row b's positions
+    firsts[b] - offset + (0 .. lengths[b] - 1), concatenated; N = sum(lengths). Selected in the
+    model's dtype, so only these rows are converted."""
+    at = torch.cat(
+        [
+            b * logits.shape[1] + f - offset + torch.arange(n)
+            for b, (f, n) in enumerate(zip(firsts, lengths, strict=True))
+        ]
+    )
+    return logits.flatten(0, 1).index_select(0, at.to(logits.device)).float()
 
 
 def log_esp(token_logprobs: Sequence[torch.Tensor]) -> np.ndarray:
@@ -294,7 +304,7 @@ def exact_isp(
 ) -> float:
     """n-ISP (Def. 4) by brute force: teacher-force every Hamming-distance-n neighbour of the
     suffix and sum their ESPs. Costs C(m, n) (V-1)^n sequences: for tiny vocabularies/tests."""
-    vocab = model.config.vocab_size
+    vocab = getattr(model, "privleak_real_vocab", None) or model.config.vocab_size
     neighbours = hamming_neighbours(suffix, n, vocab)
     scores = suffix_logprobs(
         model,
@@ -354,6 +364,7 @@ def approximate_isp(
     expand: int,
     head_mass: float | None = None,
     batch_size: int = 16,
+    max_nodes: int = 1024,
     pad_id: int = 0,
 ) -> IspResult:
     """Approximate n-ISP with its Appendix A bound, expanding the tree level by level.
@@ -364,6 +375,11 @@ def approximate_isp(
     branches into the correct token and, while e < n, its `expand` best alternatives (zero-
     probability ones dropped: they contribute exactly 0). With expand >= V-1 and no head_mass
     the result is exact and the bound is 0.
+
+    Memory is bounded by `max_nodes`, the most nodes forwarded in one batch: a level with more
+    live nodes is processed in chunks of at most max_nodes, each expanded depth first before the
+    next, so at most m chunks (one per level) hold KV caches at a time, whatever the tree size.
+    The result does not depend on max_nodes (leaves are returned sorted by tokens).
     """
     check_sequences(model, prefixes, suffixes)
     require(
@@ -372,104 +388,198 @@ def approximate_isp(
     require(
         head_mass is None or 0 < head_mass <= 1, f"head_mass must be in (0, 1], got {head_mass}"
     )
+    require(
+        isinstance(max_nodes, int) and max_nodes >= 1,
+        f"max_nodes must be an integer >= 1, got {max_nodes}",
+    )
     for suffix in suffixes:
         _check_isp(len(suffix), n)
-    device = model.device
     counter = ForwardCounter()
-    approx = np.zeros(len(prefixes))
     bound = np.zeros(len(prefixes))
     leaves: list[list] = [[] for _ in prefixes]
     by_length: dict[int, list[int]] = {}
     for i, suffix in enumerate(suffixes):
         by_length.setdefault(len(suffix), []).append(i)
-    for m, members in sorted(by_length.items()):
+    tree = _Tree(model, n, transforms, expand, head_mass, max_nodes, counter)
+    for members in by_length.values():
         for start in range(0, len(members), batch_size):
             batch = members[start : start + batch_size]
-            _expand_batch(
-                model, [prefixes[i] for i in batch], [suffixes[i] for i in batch], batch, m, n,
-                transforms, expand, head_mass, pad_id, device, counter, approx, bound, leaves,
-            )  # fmt: skip
+            found, ignored = tree.expand(
+                [prefixes[i] for i in batch], [suffixes[i] for i in batch], pad_id
+            )
+            for k, i in enumerate(batch):
+                leaves[i] = sorted(found[k])
+                bound[i] = ignored[k]
+    approx = np.array([math.fsum(math.exp(lp) for _, lp, _ in rows) for rows in leaves])
     return IspResult(approx=approx, bound=bound, leaves=leaves, counter=counter)
 
 
-def _expand_batch(
-    model, prefixes, suffixes, index, m, n, transforms, expand, head_mass, pad_id, device,
-    counter, approx, bound, leaves,
-):  # fmt: skip
-    ids, mask = _pad(prefixes, pad_id, "left")
-    mask = mask.to(device)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=mask,
-        position_ids=_positions(mask),
-        logits_to_keep=1,
-        use_cache=True,
-    )
-    counter.add(*ids.shape)
-    cache, position = out.past_key_values, mask.sum(-1, keepdim=True)
-    logits = out.logits[:, -1].float()
-    suffix_t = torch.tensor([list(s) for s in suffixes], device=device)
-    # Live nodes: owning sequence, log-prob of the path, mismatch count, mismatch bitmask, tokens.
-    owner = torch.arange(len(prefixes), device=device)
-    logp = torch.zeros(len(prefixes), dtype=torch.float64, device=device)
-    errors = torch.zeros(len(prefixes), dtype=torch.long, device=device)
-    where = torch.zeros(len(prefixes), dtype=torch.long, device=device)
-    tokens = torch.zeros(len(prefixes), 0, dtype=torch.long, device=device)
-    ignored = torch.zeros(len(prefixes), dtype=torch.float64, device=device)
-    for j in range(m):
-        lp = sampling_logprobs(logits, transforms).double()
-        target = suffix_t[owner, j]
+@dataclass
+class _Nodes:
+    """K live nodes of one chunk after level j: owner [K] (row of the batch), logp [K] float64
+    path log-prob, errors [K] mismatch count, where [K] mismatch bitmask, tokens [K, j + 1];
+    cache: their KV cache rows, mask [K, L] attention mask, position [K, 1] next position id."""
+
+    owner: torch.Tensor
+    logp: torch.Tensor
+    errors: torch.Tensor
+    where: torch.Tensor
+    tokens: torch.Tensor
+    cache: object
+    mask: torch.Tensor
+    position: torch.Tensor
+
+
+@dataclass
+class _Tree:
+    """The settings of one approximate_isp call; `expand` runs one batch of sequences."""
+
+    model: object
+    n: int
+    transforms: Sequence[Transform]
+    expand_k: int
+    head_mass: float | None
+    max_nodes: int
+    counter: ForwardCounter
+    # Per batch (set by `expand`): suffixes [B, m], ignored mass [B], leaves per sequence.
+    suffixes: torch.Tensor = field(init=False)
+    ignored: torch.Tensor = field(init=False)
+    leaves: list[list] = field(init=False)
+
+    def expand(self, prefixes, suffixes, pad_id) -> tuple[list[list], list[float]]:
+        """(leaves per sequence as (tokens, log ESP, mismatch positions), ignored mass per
+        sequence) of B sequences with equal suffix length m."""
+        device = self.model.device
+        ids, mask = _pad(prefixes, pad_id, "left")
+        mask = mask.to(device)
+        out = self.model(
+            input_ids=ids.to(device),
+            attention_mask=mask,
+            position_ids=_positions(mask),
+            logits_to_keep=1,
+            use_cache=True,
+        )
+        self.counter.add(*ids.shape)
+        rows = len(prefixes)
+        zeros = torch.zeros(rows, dtype=torch.long, device=device)
+        root = _Nodes(
+            owner=torch.arange(rows, device=device),
+            logp=torch.zeros(rows, dtype=torch.float64, device=device),
+            errors=zeros,
+            where=zeros,
+            tokens=torch.zeros(rows, 0, dtype=torch.long, device=device),
+            cache=out.past_key_values,
+            mask=mask,
+            position=mask.sum(-1, keepdim=True),
+        )
+        self.suffixes = torch.tensor([list(s) for s in suffixes], device=device)
+        self.ignored = torch.zeros(rows, dtype=torch.float64, device=device)
+        self.leaves = [[] for _ in prefixes]
+        branches = self._children(root, self._last_logits(out), 0)
+        del out
+        self._descend(root, *branches, 0)
+        return self.leaves, self.ignored.tolist()
+
+    def _last_logits(self, out) -> torch.Tensor:
+        return real_logits(self.model, out.logits[:, -1].float())
+
+    def _descend(self, nodes: _Nodes, parent: torch.Tensor, child: dict, j: int) -> None:
+        """Forward the children (`_children` of nodes at suffix position j) chunk by chunk, each
+        expanded to the end before the next; at the last position keep the leaves."""
+        m = self.suffixes.shape[1]
+        if j == m - 1:
+            self._record(child)
+            return
+        for start in range(0, len(parent), self.max_nodes):
+            index = parent[start : start + self.max_nodes]
+            last = start + self.max_nodes >= len(parent)
+            mask = torch.cat([nodes.mask[index], torch.ones_like(index)[:, None]], 1)
+            chunk = _Nodes(
+                **{key: value[start : start + self.max_nodes] for key, value in child.items()},
+                cache=_cache_rows(nodes.cache, index, in_place=last),
+                mask=mask,
+                position=nodes.position[index] + 1,
+            )
+            out = self.model(
+                input_ids=chunk.tokens[:, -1:],
+                attention_mask=mask,
+                position_ids=nodes.position[index],
+                past_key_values=chunk.cache,
+                use_cache=True,
+            )
+            self.counter.add(len(index), 1)
+            chunk.cache = out.past_key_values
+            branches = self._children(chunk, self._last_logits(out), j + 1)
+            del out  # its [K, V] logits are not kept while the subtree below is expanded
+            self._descend(chunk, *branches, j + 1)
+
+    def _children(self, nodes: _Nodes, logits: torch.Tensor, j: int) -> tuple[torch.Tensor, dict]:
+        """(parent [C] index into nodes, child fields {owner, logp, errors, where, tokens}) of
+        the viable children at position j, correct-token children first; adds the Appendix A
+        mass of the ignored alternatives to self.ignored."""
+        n, m = self.n, self.suffixes.shape[1]
+        lp = sampling_logprobs(logits, self.transforms).double()
+        target = self.suffixes[nodes.owner, j]
         remaining = m - j - 1  # positions left after this one
+        target_lp = lp.gather(-1, target[:, None])[:, 0]
         # Correct child: viable if the missing mismatches still fit in the remaining positions.
-        keep_c = (n - errors <= remaining) & torch.isfinite(lp.gather(-1, target[:, None])[:, 0])
+        keep_c = (n - nodes.errors <= remaining) & torch.isfinite(target_lp)
         # Mismatch children: only from nodes that may still err and can finish with exactly n.
-        can_err = (errors < n) & (n - errors - 1 <= remaining)
-        alt_ids, alt_lp = _alternatives(lp, target, expand, head_mass)
+        can_err = (nodes.errors < n) & (n - nodes.errors - 1 <= remaining)
+        alt_ids, alt_lp = _alternatives(lp, target, self.expand_k, self.head_mass)
         alt_lp = alt_lp.masked_fill(~can_err[:, None], float("-inf"))
         # Appendix A: ignored alternatives of an erring node, each completed with probability 1.
-        alt_mass = (1 - lp.gather(-1, target[:, None])[:, 0].exp()).clamp(min=0)
+        alt_mass = (1 - target_lp.exp()).clamp(min=0)
         taken = alt_lp.exp().sum(-1)
-        ignored.index_add_(
-            0, owner, torch.where(can_err, logp.exp() * (alt_mass - taken).clamp(min=0), 0.0)
+        self.ignored.index_add_(
+            0,
+            nodes.owner,
+            torch.where(can_err, nodes.logp.exp() * (alt_mass - taken).clamp(min=0), 0.0),
         )
         parent_c = torch.nonzero(keep_c)[:, 0]
         parent_a, slot = torch.nonzero(torch.isfinite(alt_lp), as_tuple=True)
         parent = torch.cat([parent_c, parent_a])
         chosen = torch.cat([target[parent_c], alt_ids[parent_a, slot]])
-        child_lp = torch.cat(
-            [
-                logp[parent_c] + lp[parent_c, target[parent_c]],
-                logp[parent_a] + alt_lp[parent_a, slot],
-            ]
-        )
-        child_err = torch.cat([errors[parent_c], errors[parent_a] + 1])
-        child_where = torch.cat([where[parent_c], where[parent_a] | (1 << j)])
-        owner, logp, errors, where = owner[parent], child_lp, child_err, child_where
-        tokens = torch.cat([tokens[parent], chosen[:, None]], dim=1)
-        if j == m - 1 or len(parent) == 0:
-            break
-        cache.reorder_cache(parent)
-        mask = torch.cat(
-            [mask[parent], torch.ones(len(parent), 1, dtype=mask.dtype, device=device)], 1
-        )
-        out = model(
-            input_ids=chosen[:, None],
-            attention_mask=mask,
-            position_ids=position[parent],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        counter.add(len(parent), 1)
-        cache, position = out.past_key_values, position[parent] + 1
-        logits = out.logits[:, -1].float()
-    done = errors == n if tokens.shape[1] == m else torch.zeros_like(errors, dtype=torch.bool)
-    for node in torch.nonzero(done)[:, 0].tolist():
-        k = int(owner[node])
-        mismatch = tuple(p for p in range(m) if int(where[node]) >> p & 1)
-        leaves[index[k]].append((tuple(tokens[node].tolist()), float(logp[node]), mismatch))
-        approx[index[k]] += math.exp(float(logp[node]))
-    for k, i in enumerate(index):
-        bound[i] = float(ignored[k])
+        child = {
+            "owner": nodes.owner[parent],
+            "logp": torch.cat(
+                [
+                    nodes.logp[parent_c] + target_lp[parent_c],
+                    nodes.logp[parent_a] + alt_lp[parent_a, slot],
+                ]
+            ),
+            "errors": torch.cat([nodes.errors[parent_c], nodes.errors[parent_a] + 1]),
+            "where": torch.cat([nodes.where[parent_c], nodes.where[parent_a] | (1 << j)]),
+            "tokens": torch.cat([nodes.tokens[parent], chosen[:, None]], dim=1),
+        }
+        return parent, child
+
+    def _record(self, child: dict) -> None:
+        """Keep the complete children with exactly n mismatches as leaves."""
+        m = self.suffixes.shape[1]
+        done = torch.nonzero(child["errors"] == self.n)[:, 0]
+        for k, tokens, logp, where in zip(
+            child["owner"][done].tolist(),
+            child["tokens"][done].tolist(),
+            child["logp"][done].tolist(),
+            child["where"][done].tolist(),
+            strict=True,
+        ):
+            mismatch = tuple(p for p in range(m) if where >> p & 1)
+            self.leaves[k].append((tuple(tokens), logp, mismatch))
+
+
+def _cache_rows(cache, index: torch.Tensor, *, in_place: bool):
+    """The KV cache holding rows `index` of `cache`: in place for a level's last chunk (the
+    parent is done with it), else a new cache that leaves the parent intact for the next chunk.
+    reorder_cache rebinds each layer's tensors to an index_select, so a shallow copy of the cache
+    and of its layers is enough: only the selected rows are copied."""
+    if not in_place:
+        cache = copy.copy(cache)
+        if hasattr(cache, "layers"):
+            cache.layers = [copy.copy(layer) for layer in cache.layers]
+    cache.reorder_cache(index)
+    return cache
 
 
 # ---------------------------------------------------------------- leak curves
