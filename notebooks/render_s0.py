@@ -36,6 +36,18 @@ for frame in (generations, finetuned, ngram, bounded, text):
         assert np.isfinite(frame["tau"] if "tau" in frame else frame["tau_whole"]).all()
 metrics: dict = {}
 main_text = text[(text["source"] == "generate") & (text["experiment"] == "main")]
+lms = list(dict.fromkeys(generations["model"]))  # s0.lms order
+
+
+def metric_key(key: str, model: str) -> str:
+    # One LM keeps the plain key; with several (paper profile) every LM gets its own.
+    return key if len(lms) == 1 else f"{key}/{model}"
+
+
+def short(model: str) -> str:
+    """Legend label: the last component of a hub id or folder."""
+    return model.rstrip("/").split("/")[-1]
+
 
 # %% [markdown]
 # ## T1 — uni-gram influence of one context on one next token
@@ -152,29 +164,35 @@ for column in ["rouge_l", "bertscore_style", "faithfulness", "content_word_suppo
 save_table(table3, FIG / "s0_table3")
 for row in table3.itertuples():
     key = f"{row.corpus}_lam{row.lam:g}"
-    metrics[f"tau_hat_{key}"] = float(row.tau_hat)
-    metrics[f"rouge_l_{key}"] = float(row.rouge_l)
+    metrics[metric_key(f"tau_hat_{key}", row.model)] = float(row.tau_hat)
+    metrics[metric_key(f"rouge_l_{key}", row.model)] = float(row.rouge_l)
 for row in table2.itertuples():
     key = f"{row.corpus}_lam{row.lam:g}"
-    metrics[f"repeat_share_{key}"] = float(row.repeat_share)
-    metrics[f"rouge_share_{key}"] = float(row.rouge_share)
+    metrics[metric_key(f"repeat_share_{key}", row.model)] = float(row.repeat_share)
+    metrics[metric_key(f"rouge_share_{key}", row.model)] = float(row.rouge_share)
 table3
 
 # %% [markdown]
-# ## T4 — qualitative generations per λ (first CNN/DM-like article)
+# ## T4 — qualitative generations per model and λ (first CNN/DM-like article)
 
 # %%
 main = generations[generations["experiment"] == "main"]
 first_corpus = "cnn_dm" if (main["corpus"] == "cnn_dm").any() else main["corpus"].iloc[0]
 example = main[main["corpus"] == first_corpus]["example"].iloc[0]
-rows4 = main[(main["corpus"] == first_corpus) & (main["example"] == example)].sort_values("lam")
+rows4 = main[(main["corpus"] == first_corpus) & (main["example"] == example)]
 table4 = pd.DataFrame(
-    [{"setting": "context (first 600 characters)", "text": rows4["context"].iloc[0][:600]}]
-    + [
-        {"setting": f"λ = {r.lam:g} (τ = {r.tau:.1f})", "text": r.response}
-        for r in rows4.itertuples()
+    [
+        row
+        for model, part in rows4.sort_values("lam").groupby("model", sort=False)
+        for row in [
+            # Each LM's own tokenizer cut the context, so each block shows its context.
+            {"model": model, "setting": "context (first 600 characters)",
+             "text": part["context"].iloc[0][:600]},
+            *[{"model": model, "setting": f"λ = {r.lam:g} (τ = {r.tau:.1f})", "text": r.response}
+              for r in part.itertuples()],
+        ]
     ]
-)
+)  # fmt: skip
 table4["text"] = table4["text"].str.replace("\n", " ", regex=False)
 save_table(table4, FIG / "s0_table4")
 table4
@@ -184,38 +202,55 @@ table4
 
 # %%
 sizes = generations[generations["experiment"] == "context_size"]
-by_size = sizes.groupby("context_limit")["tau"].agg(["mean", "sem"]).reset_index()
+by_size = (
+    sizes.groupby(["model", "context_limit"], sort=False)["tau"].agg(["mean", "sem"]).reset_index()
+)
 fig, ax = plt.subplots(figsize=(5, 3.4))
-ax.errorbar(by_size["context_limit"], by_size["mean"], yerr=by_size["sem"], marker="o")
+for model, line in by_size.groupby("model", sort=False):
+    ax.errorbar(
+        line["context_limit"], line["mean"], yerr=line["sem"], marker="o", label=short(model)
+    )
 ax.set_xscale("log", base=2)
 ax.set_xlabel("context size |D| (first |D| tokens)")
 ax.set_ylabel("τ̂_|D| (λ = 1)")
 ax.set_title("Context size")
+if len(lms) > 1:
+    ax.legend(fontsize=7)
 save_figure(fig, FIG / "s0_fig2b", FORMATS)
 save_table(by_size, FIG / "s0_fig2b")
-metrics["fig2b_tau_by_size"] = {
-    str(int(k)): float(v) for k, v in zip(by_size["context_limit"], by_size["mean"], strict=True)
-}
+for model, line in by_size.groupby("model", sort=False):
+    metrics[metric_key("fig2b_tau_by_size", model)] = {
+        str(int(k)): float(v) for k, v in zip(line["context_limit"], line["mean"], strict=True)
+    }
 
-per_token = main.explode("tau_tokens")[["corpus", "lam", "example", "tau_tokens"]]
-per_token["position"] = per_token.groupby(["corpus", "lam", "example"]).cumcount()
+per_token = main.explode("tau_tokens")[["model", "corpus", "lam", "example", "tau_tokens"]]
+per_token["position"] = per_token.groupby(["model", "corpus", "lam", "example"]).cumcount()
 per_token["tau_tokens"] = per_token["tau_tokens"].astype(float)
-by_position = per_token.groupby(["corpus", "lam", "position"])["tau_tokens"].mean().reset_index()
-fig, axes = plt.subplots(1, by_position["corpus"].nunique(), figsize=(11, 3.4), squeeze=False)
-for ax, (corpus, part) in zip(axes[0], by_position.groupby("corpus"), strict=True):
+by_position = (
+    per_token.groupby(["model", "corpus", "lam", "position"], sort=False)["tau_tokens"]
+    .mean()
+    .reset_index()
+)
+corpora = sorted(by_position["corpus"].unique())
+fig, axes = plt.subplots(
+    len(lms), len(corpora), figsize=(11, 3.4 * len(lms)), squeeze=False, sharey=True
+)
+for (model, corpus), part in by_position.groupby(["model", "corpus"]):
+    ax = axes[lms.index(model)][corpora.index(corpus)]
     for lam, line in part.groupby("lam"):
         ax.plot(line["position"], line["tau_tokens"], label=f"λ = {lam:g}")
     ax.axvline(10, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("response position t")
     ax.set_ylabel("mean τ_|D| of token t")
-    ax.set_title(corpus)
+    ax.set_title(corpus if len(lms) == 1 else f"{short(model)}: {corpus}")
 axes[0][0].legend()
 save_figure(fig, FIG / "s0_fig2c", FORMATS)
 save_table(by_position, FIG / "s0_fig2c")
-first10 = per_token[per_token["position"] < 10]["tau_tokens"].mean()
-later = per_token[per_token["position"] >= 10]["tau_tokens"].mean()
-metrics["fig2c_mean_token_tau_first10"] = float(first10)
-metrics["fig2c_mean_token_tau_after10"] = float(later)
+for model, part in per_token.groupby("model", sort=False):
+    first10 = part[part["position"] < 10]["tau_tokens"].mean()
+    later = part[part["position"] >= 10]["tau_tokens"].mean()
+    metrics[metric_key("fig2c_mean_token_tau_first10", model)] = float(first10)
+    metrics[metric_key("fig2c_mean_token_tau_after10", model)] = float(later)
 
 # %% [markdown]
 # ## F3 — influence of the i-th token n-gram
@@ -284,23 +319,28 @@ for name, fixed, axis in [
     ("s0_fig8", ("temperature", main_temperature), "lam"),
 ]:
     part = sweep_text[np.isclose(sweep_text[fixed[0]], fixed[1])]
-    curve = part.groupby(axis)[["tau", "rouge_l_f1", "faithfulness"]].mean().reset_index()
+    curve = part.groupby(["model", axis])[["tau", "rouge_l_f1", "faithfulness"]].mean()
+    curve = curve.reset_index()
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     for ax, column, label in zip(
         axes,
         ["tau", "rouge_l_f1", "faithfulness"],
-        ["τ̂_|D|", "ROUGE-L F1", "faithfulness (proxy)"],
+        ["τ̂_|D|", "ROUGE-L F1", f"faithfulness ({part['faithfulness_kind'].iloc[0]})"],
         strict=True,
     ):
-        ax.plot(curve[axis], curve[column], marker="o")
+        for model, line in curve.groupby("model", sort=False):
+            ax.plot(line[axis], line[column], marker="o", label=short(model))
         ax.set_xlabel("T" if axis == "temperature" else "λ")
         ax.set_ylabel(label)
+    if len(lms) > 1:
+        axes[0].legend(fontsize=7)
     fig.suptitle(f"{fixed[0]} = {fixed[1]:g}, {part['example'].nunique()} contexts")
     save_figure(fig, FIG / name, FORMATS)
     save_table(curve, FIG / name)
-    metrics[f"{name}_tau_by_{axis}"] = {
-        f"{k:g}": float(v) for k, v in zip(curve[axis], curve["tau"], strict=True)
-    }
+    for model, line in curve.groupby("model", sort=False):
+        metrics[metric_key(f"{name}_tau_by_{axis}", model)] = {
+            f"{k:g}": float(v) for k, v in zip(line[axis], line["tau"], strict=True)
+        }
 
 # %% [markdown]
 # ## Bounded CID — maximum observed influence vs ε
@@ -340,16 +380,17 @@ metrics["bounded_all_within_eps"] = bool(
 # report the rank correlation per λ and the median ratio τ / (λ·|pmi|).
 
 # %%
-tokens = main[main["lam"] > 0].explode(["tau_tokens", "pmi"])[["lam", "tau_tokens", "pmi"]]
-tokens = tokens.astype(float)
+tokens = main[main["lam"] > 0].explode(["tau_tokens", "pmi"])[["model", "lam", "tau_tokens", "pmi"]]
+tokens = tokens.astype({"lam": float, "tau_tokens": float, "pmi": float})
 tokens["bound"] = tokens["lam"] * tokens["pmi"].abs()
 check = []
-for lam, part in tokens.groupby("lam"):
+for (model, lam), part in tokens.groupby(["model", "lam"], sort=False):
     rho = spearmanr(part["tau_tokens"], part["bound"]).statistic
     ratio = (part["tau_tokens"] / part["bound"].where(part["bound"] > 1e-6)).median()
     check.append(
-        {"lam": lam, "spearman": float(rho), "median_ratio": float(ratio), "tokens": len(part)}
-    )
+        {"model": model, "lam": lam, "spearman": float(rho), "median_ratio": float(ratio),
+         "tokens": len(part)}
+    )  # fmt: skip
 check = pd.DataFrame(check)
 fig, ax = plt.subplots(figsize=(4.5, 4))
 for lam, part in tokens.groupby("lam"):
@@ -361,13 +402,16 @@ ax.set_ylabel("τ_|D|(y_t) under CID")
 ax.legend(fontsize=7)
 save_figure(fig, FIG / "s0_theorem31", FORMATS)
 save_table(check, FIG / "s0_theorem31")
-metrics["theorem31_spearman_by_lam"] = {f"{r.lam:g}": r.spearman for r in check.itertuples()}
+for model, part in check.groupby("model", sort=False):
+    metrics[metric_key("theorem31_spearman_by_lam", model)] = {
+        f"{r.lam:g}": r.spearman for r in part.itertuples()
+    }
 
 # %% [markdown]
 # ## Headline numbers
 
 # %%
-metrics["prompts_per_corpus"] = int(main_text.groupby(["corpus", "lam"]).size().min())
+metrics["prompts_per_corpus"] = int(main_text.groupby(["model", "corpus", "lam"]).size().min())
 paths.METRICS.mkdir(exist_ok=True)
 (paths.METRICS / "s0.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
 metrics

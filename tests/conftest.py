@@ -95,3 +95,21 @@ def tiny_lm(request):
 @pytest.fixture
 def rng() -> torch.Generator:
     return torch.Generator().manual_seed(1234)
+
+
+def tiny_bert_classifier(num_labels: int = 2):
+    """A 1-layer random BERT sequence classifier (FactKB's architecture family) whose vocabulary
+    covers word_tokenizer's ids."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=16,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=64,
+        num_labels=num_labels,
+    )
+    return BertForSequenceClassification(config).eval()

@@ -215,6 +215,12 @@ def test_local_hf_datasets_load_from_disk(saved):
     assert load_corpus(f"hf:{saved / 'one'}") == test_rows  # a lone split needs no name
 
 
+def test_ids_become_strings(tmp_path):
+    # PubMedQA's pubid is an int; S0 tables hold ids of several corpora in one column.
+    path = write_jsonl([{"pubid": 7, "text": "a"}, {"pubid": 8, "text": "b"}], tmp_path / "q.jsonl")
+    assert [r["id"] for r in load_corpus(f"file:{path}", fields={"id": "pubid"})] == ["7", "8"]
+
+
 @pytest.mark.parametrize(
     "spec, pattern",
     [

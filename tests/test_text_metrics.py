@@ -161,21 +161,9 @@ def test_real_minilm_prefers_a_paraphrase_over_an_unrelated_text():
 
 def test_factkb_backend_scores_pairs_with_a_local_classifier(tmp_path):
     # Paper-profile path: an HF sequence classifier folder; here a tiny random BERT.
-    from transformers import BertConfig, BertForSequenceClassification
+    from tests.conftest import tiny_bert_classifier, word_tokenizer
 
-    from tests.conftest import word_tokenizer
-
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=16,
-        hidden_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-        max_position_embeddings=64,
-        num_labels=2,
-    )
-    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    tiny_bert_classifier().save_pretrained(tmp_path)
     word_tokenizer(False).save_pretrained(tmp_path)
     scores = text.faithfulness(
         ["the cat sat", "a dog ran to the park"],

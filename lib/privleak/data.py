@@ -940,11 +940,17 @@ def _load(
         records = _read_file(Path(rest))[:n]
     require(bool(records), f"corpus '{source}' has no records; it must hold at least one")
     if not fields:
-        return records, secrets
+        return _string_ids(records), secrets
     if secrets is not None:
         renamed = {column: canonical for canonical, column in fields.items()}
         secrets = [{**s, "field": renamed.get(s["field"], s["field"])} for s in secrets]
-    return _map_fields(records, fields, source), secrets
+    return _string_ids(_map_fields(records, fields, source)), secrets
+
+
+def _string_ids(records: list[dict]) -> list[dict]:
+    # Stages tabulate ids of several corpora in one column (PubMedQA's pubid is an int, CNN-DM's
+    # id a string), so the canonical id is always a string.
+    return [{**r, "id": str(r["id"])} if "id" in r else r for r in records]
 
 
 def load_corpus(

@@ -1,0 +1,256 @@
+"""paper-tiny: every S0/S1 stage under `profile: paper`, with the paper's options kept and its hub
+models and datasets swapped for tiny local equivalents (CPU, float32, a few examples).
+
+Kept paper options: plain template, two LMs (an OPT with a padded vocabulary, as OPT's 50272
+logits over 50265 tokens, and a Llama), an S1 model list, a `file:` sequence list, `hf:` corpora
+read from save_to_disk folders in the hub datasets' schemas (CNN-DM split slice, PubMedQA's
+nested `context` and integer `pubid`), monte-carlo over both kinds, FactKB faithfulness (a tiny
+local classifier folder), fine-tuning disabled. Not exercisable offline: the `bert-score` backend
+(package not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from tokenizers import processors
+
+from privleak import data as corpora
+from privleak.metrics import sequence as seq
+from privleak.training.family import train_tokenizer
+from tests.conftest import tiny_bert_classifier, tiny_llama, tiny_opt, word_tokenizer
+
+pytestmark = pytest.mark.paper_tiny
+
+REPO = Path(__file__).resolve().parents[1]
+# DAG order of the S1 and S0 stages; prepare_models/context_gain are not S0/S1 (and the paper
+# profile prepares no embedded model).
+STAGES = [
+    "prepare_data",
+    "train_family",
+    "s1_scores",
+    "s1_isp",
+    "s1_public",
+    "render_s1",
+    "s0_generate",
+    "s0_finetune",
+    "s0_ngram",
+    "s0_text",
+    "s0_family",
+    "render_s0",
+]
+SEQUENCES = "data/external/s1_sequences.jsonl"  # the paper profile's own relative path
+PADDED_ROWS = 8
+
+
+def _lm_tokenizer(texts: list[str]):
+    # Byte-level BPE like OPT's, prepending a BOS on encode like OPT and Llama-2 do.
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
+    )
+    return tokenizer
+
+
+def _save_lms(root: Path, texts: list[str]) -> dict[str, str]:
+    tokenizer = _lm_tokenizer(texts)
+    real = len(tokenizer)
+    built = {
+        "opt": tiny_opt(vocab_size=real + PADDED_ROWS, window=256),
+        "llama": tiny_llama(vocab_size=real, window=256, seed=1),
+    }
+    folders = {}
+    for name, model in built.items():
+        folder = root / "models" / f"tiny-{name}"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders[name] = str(folder)
+    return folders
+
+
+def _hub_like_datasets(root: Path) -> dict[str, str]:
+    """save_to_disk folders with the hub datasets' splits and columns, from synthetic records."""
+    from datasets import Dataset, DatasetDict
+
+    cnn, _ = corpora.generate("cnn_dm", 4, 7, {"min_words": 120})
+    pubmed, _ = corpora.generate("pubmedqa", 3, 7, {"min_words": 120})
+    pubmed = [
+        {
+            "pubid": 1000 + i,
+            "question": r["question"],
+            "context": {
+                "contexts": r["context"].split(". "),
+                "labels": ["BACKGROUND"],
+                "meshes": [],
+            },
+            "long_answer": r["long_answer"],
+            "final_decision": r["final_decision"],
+        }
+        for i, r in enumerate(pubmed)
+    ]
+    folders = {"cnn_dm": root / "hub" / "cnn_dailymail", "pubmedqa": root / "hub" / "PubMedQA"}
+    DatasetDict({"test": Dataset.from_list(cnn)}).save_to_disk(folders["cnn_dm"])
+    DatasetDict({"train": Dataset.from_list(pubmed)}).save_to_disk(folders["pubmedqa"])
+    return {slot: str(folder) for slot, folder in folders.items()}
+
+
+def _sequence_file(root: Path) -> list[str]:
+    """The `file:` S1 list: a few planted sequences of each kind from a synthetic corpus."""
+    options = {"doc_words": 60, "duplication_counts": [1, 2], "sequences_per_count": 2}
+    options |= {"ne_prefix_words": 55, "long_prefix_words": 55, "long_suffix_words": 55}
+    records, secrets = corpora.generate("pretrain", 12, 3, options)
+    rows = seq.planted_sequences(records, secrets)
+    corpora.write_jsonl(rows, root / SEQUENCES)
+    return [r["prefix"] + r["suffix"] for r in rows] + [r["text"] for r in records]
+
+
+def _paper_params(root: Path, lms: dict, hub: dict, factkb: str) -> dict:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["profile"] = "paper"
+    smoke = {group: params[group]["smoke"] for group in ("data", "family", "s1", "s0")}
+    params["models"]["paper"] |= {
+        "lm": lms["opt"],
+        "embedder": "all-minilm-l6-v2",  # the hub MiniLM, shipped in a wheel
+        "device": "cpu",
+        "dtype": "float32",
+        "device_map": None,
+    }
+    data = params["data"]["paper"]
+    data["cnn_dm"]["source"] = f"hf:{hub['cnn_dm']}:test[:3]"
+    data["pubmedqa"]["source"] = f"hf:{hub['pubmedqa']}:train"
+    data["pretrain"] = smoke["data"]["pretrain"]  # only train_family reads it (S0 Fig. 2a/4)
+    params["family"]["paper"] = smoke["family"] | {
+        "sizes": {k: v for k, v in smoke["family"]["sizes"].items() if k in ("h8", "h16")}
+    }
+    s1 = params["s1"]["paper"]
+    s1["scores"] |= {
+        "models": [lms["llama"], lms["opt"]],
+        "prefix_lengths": [10, 30, 50],
+        "batch_size": 8,
+        "device": "cpu",
+        "dtype": "float32",
+    }
+    s1["scores"]["monte_carlo"] |= {"sequences": 2, "samples": 5}
+    s1["isp"] |= {"sampling_expand": 16, "batch_size": 8}
+    s1["public"] |= {"model": lms["llama"], "per_license": 1, "batch_size": 8}
+    s0 = params["s0"]["paper"]
+    s0 |= {
+        "lms": [lms["opt"], lms["llama"]],
+        "n_examples": 2,
+        "context_tokens": 48,
+        "max_new_tokens": 8,
+        "min_new_tokens": 2,
+        "bertscore": {"backend": "minilm", "model": None},  # bert-score is not installed
+        "faithfulness": f"factkb:{factkb}",
+    }
+    s0["sweep"] |= {"examples": 1, "temperatures": [0.5, 1.0], "lams": [0.0, 1.0, 2.0]}
+    s0["context_sizes"] |= {"examples": 1, "sizes": [8, 32]}
+    s0["ngram"] |= {"examples": 1, "ns": [16, 4], "unigram_context_tokens": 16}
+    s0["bounded"] |= {"examples": 1, "eps": [0.5, 2.0], "n": 16}
+    s0["family"] |= {"examples": 1, "context_tokens": 48, "max_new_tokens": 8, "n": 16}
+    return params
+
+
+def _run_stage(root: Path, stage: str) -> None:
+    env = os.environ | {"PRIVLEAK_ROOT": str(root), "PYTHONPATH": str(REPO / "lib")}
+    done = subprocess.run(
+        [sys.executable, "-m", "privleak.stage", stage],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"{stage}: {done.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="module")
+def paper_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("paper_tiny")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    texts = _sequence_file(root)
+    hub = _hub_like_datasets(root)
+    texts += [r["article"] for r in corpora.generate("cnn_dm", 8, 7, {"min_words": 120})[0]]
+    lms = _save_lms(root, texts)
+    factkb = root / "models" / "tiny-factkb"
+    tiny_bert_classifier().save_pretrained(factkb)
+    word_tokenizer(add_bos=False).save_pretrained(factkb)
+    params = _paper_params(root, lms, hub, str(factkb))
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for stage in STAGES:
+        _run_stage(root, stage)
+    return root
+
+
+def _lm_names(root: Path) -> list[str]:
+    return [str(root / "models" / "tiny-opt"), str(root / "models" / "tiny-llama")]
+
+
+def test_every_stage_writes_its_declared_outputs(paper_root):
+    env_root = {"PRIVLEAK_ROOT": str(paper_root)}
+    code = (
+        "from privleak import params; import json; "
+        f"print(json.dumps({{s: [str(p) for p in params.stage_outputs(s)] for s in {STAGES}}}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=os.environ | env_root | {"PYTHONPATH": str(REPO / "lib")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for stage, outputs in json.loads(done.stdout).items():
+        for output in map(Path, outputs):
+            assert output.exists(), f"{stage} did not write {output}"
+            assert output.is_file() or any(output.iterdir()), f"{stage}: {output} is empty"
+
+
+def test_every_figure_is_written_in_every_format(paper_root):
+    for folder in ("s0", "s1"):
+        stems = {p.stem for p in (paper_root / "figures" / folder).glob("*.png")}
+        assert stems, f"figures/{folder} has no figure"
+        for stem in stems:
+            assert (paper_root / "figures" / folder / f"{stem}.pdf").exists()
+
+
+def test_s0_renders_group_every_row_by_model(paper_root):
+    models = set(_lm_names(paper_root))
+    figures = paper_root / "figures" / "s0"
+    for name in ("s0_table2", "s0_table3", "s0_table4", "s0_fig2b", "s0_fig2c", "s0_fig7",
+                 "s0_fig8", "s0_theorem31"):  # fmt: skip
+        table = pd.read_csv(figures / f"{name}.csv")
+        assert set(table["model"]) == models, name
+    # One row per (model, setting): a mixed group would have merged the two models' rows.
+    table2 = pd.read_csv(figures / "s0_table2.csv")
+    assert not table2.duplicated(["model", "corpus", "lam"]).any()
+    assert (table2.groupby("model")["prompts"].sum() > 0).all()
+    by_size = pd.read_csv(figures / "s0_fig2b.csv")
+    assert len(by_size) == 2 * by_size["context_limit"].nunique()
+
+
+def test_s0_text_metrics_use_the_factkb_classifier(paper_root):
+    text = pd.read_parquet(paper_root / "data" / "interim" / "s0" / "text" / "text_metrics.parquet")
+    assert text["faithfulness_kind"].str.startswith("factkb:").all()
+    assert text["faithfulness"].between(0, 1).all()
+    assert set(text["model"]) == set(_lm_names(paper_root))
+
+
+def test_s1_scores_every_listed_model_on_the_file_sequences(paper_root):
+    esp = pd.read_parquet(paper_root / "data" / "interim" / "s1" / "scores" / "esp.parquet")
+    assert esp.groupby("model")["model_rank"].first().to_dict() == {
+        str(paper_root / "models" / "tiny-llama"): 0,
+        str(paper_root / "models" / "tiny-opt"): 1,
+    }
+    assert set(esp["kind"]) == {"named_entity", "long_sequence"}
+    metrics = json.loads((paper_root / "metrics" / "s1.json").read_text())
+    assert metrics["family_models"] == [
+        str(paper_root / "models" / n) for n in ("tiny-llama", "tiny-opt")
+    ]
