@@ -195,7 +195,9 @@ def ngram_logprobs(
     shared = max(prefixes)
     cache = None
     if shared >= 1:
-        out = model(input_ids=torch.tensor([full[:shared]], device=device), use_cache=True)
+        out = model(
+            input_ids=torch.tensor([full[:shared]], device=device), logits_to_keep=1, use_cache=True
+        )
         cache = out.past_key_values
         if counter is not None:
             counter.add(1, shared)
