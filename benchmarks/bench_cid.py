@@ -6,9 +6,6 @@
     naive = the official approach: every step re-encodes both full prefixes (with and without
             the context) without a cache; the sampled tokens are replayed so both paths score the
             same response.
-(2) n-gram influence of a NEW-token response at |D| = CONTEXT, for each n in --ns:
-    fast  = `ngram_logprobs`: prefix KV reuse + batched ablations;
-    naive = `ngram_logprobs_naive`: each ablated prompt + response re-encoded on its own.
 Prints forward tokens, wall time, their ratios and max |Δ log-prob|; exits non-zero if the paths
 disagree by more than 1e-4.
 
@@ -28,13 +25,6 @@ import torch  # noqa: E402
 
 from privleak import models  # noqa: E402
 from privleak.cid import block_eos, cid_generate, cid_logprobs  # noqa: E402
-from privleak.metrics.influence import (  # noqa: E402
-    cid_mechanism,
-    ngram_logprobs,
-    ngram_logprobs_naive,
-    response_logprobs,
-    token_influence,
-)
 from privleak.prompts import ContextPrompt  # noqa: E402
 from privleak.scoring import ForwardCounter  # noqa: E402
 
@@ -84,8 +74,6 @@ def main() -> int:
     parser.add_argument("--tail", type=int, default=16)
     parser.add_argument("--lam", type=float, default=1.0)
     parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--ns", type=int, nargs="+", default=[8, 32])
-    parser.add_argument("--batch-size", type=int, default=4)
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -133,38 +121,6 @@ def main() -> int:
         delta,
     )
 
-    # (2) n-gram influence of that response.
-    prior = response_logprobs(model, prompt.with_context([]).ids, tokens)
-    mechanism = cid_mechanism(prior, args.lam, args.temperature, eos, args.new)
-    for n in args.ns:
-        fast_counter, naive_counter = ForwardCounter(), ForwardCounter()
-        fast, fast_wall = timed(
-            lambda n=n, counter=fast_counter: ngram_logprobs(
-                model,
-                prompt,
-                tokens,
-                n,
-                mechanism,
-                batch_size=args.batch_size,
-                pad_id=tokenizer.pad_token_id,
-                counter=counter,
-            )
-        )
-        naive, naive_wall = timed(
-            lambda n=n, counter=naive_counter: ngram_logprobs_naive(
-                model, prompt, tokens, n, mechanism, counter=counter
-            )
-        )
-        tau = token_influence(generation.logp_context[0], fast)
-        ok &= report(
-            f"(2) n-gram influence, n = {n} ({fast.shape[0]} ablations, batch "
-            f"{args.batch_size}; mean τ_(i,n) = {float(tau.sum(1).mean()):.3f})",
-            naive_counter,
-            naive_wall,
-            fast_counter,
-            fast_wall,
-            float((fast - naive).abs().max()),
-        )
     return 0 if ok else 1
 
 
