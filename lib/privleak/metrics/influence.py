@@ -174,8 +174,9 @@ def ngram_logprobs(
     exactly its shared prefix head + D[:i·n] of that cache and forwards only D[(i+1)·n:] + tail +
     response[:-1], the analytic minimum. Rows with different cached lengths share a batch: their
     cache slots are left-padded to one end slot and their new tokens right-padded, in batches of
-    similar length (see `_buckets`); a forward attends to at most batch_size × L positions, L =
-    the longest ablated prompt + response. Equal to `ngram_logprobs_naive`.
+    similar remaining length whose padding stays within PAD_WASTE of the real tokens (see
+    `_buckets`); a forward holds <= batch_size rows and attends to <= batch_size × L positions,
+    L = the longest ablated prompt + response. Equal to `ngram_logprobs_naive`.
     """
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(len(response) >= 1, "the response is empty")
