@@ -75,20 +75,92 @@ def _case(seed: int = 0):
     return ContextPrompt([1, 4], context, [11, 12]), response
 
 
-@pytest.mark.parametrize(("n", "batch_size"), [(1, 4), (4, 3), (5, 8), (23, 2)])
+def _mechanism(model, prompt, response):
+    prior = response_logprobs(model, prompt.with_context([]).ids, response)
+    return cid_mechanism(prior, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(1, 4), (1, 8), (2, 5), (4, 3), (5, 8), (23, 2)])
 def test_cached_batched_ablations_match_naive_re_encoding(tiny_lm, n, batch_size):
     prompt, response = _case()
-    prior = response_logprobs(tiny_lm, prompt.with_context([]).ids, response)
-    mechanism = cid_mechanism(prior, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+    mechanism = _mechanism(tiny_lm, prompt, response)
     fast_counter, naive_counter = ForwardCounter(), ForwardCounter()
     fast = ngram_logprobs(
         tiny_lm, prompt, response, n, mechanism, batch_size=batch_size, counter=fast_counter
     )
     naive = ngram_logprobs_naive(tiny_lm, prompt, response, n, mechanism, counter=naive_counter)
-    assert fast.shape == (len(ngram_spans(23, n)), len(response))
+    spans = len(ngram_spans(23, n))
+    assert fast.shape == (spans, len(response))
     assert float((fast - naive).abs().max()) <= 1e-4
-    if batch_size < len(ngram_spans(23, n)):  # one batch of all ablations shares only the head
+    if n <= 2:  # some batch mixes rows with different cached lengths (left-padded cache slots)
+        assert fast_counter.calls < 1 + spans
+    if spans > 1:
         assert fast_counter.tokens < naive_counter.tokens
+
+
+@pytest.mark.parametrize(("head", "tail"), [([], [11, 12]), ([1, 4], []), ([1], [])])
+@pytest.mark.parametrize("n", [1, 3, 22])
+def test_empty_head_or_tail_matches_naive(tiny_lm, head, tail, n):
+    # An empty head leaves ablation 0 nothing cached; an empty tail puts the last ablation's first
+    # predicting position inside the shared prefix, so it is forwarded again.
+    context, response = _case(4)
+    prompt = ContextPrompt(head, context.context, tail)
+    mechanism = _mechanism(tiny_lm, prompt, response)
+    fast = ngram_logprobs(tiny_lm, prompt, response, n, mechanism, batch_size=4, pad_id=5)
+    naive = ngram_logprobs_naive(tiny_lm, prompt, response, n, mechanism)
+    assert float((fast - naive).abs().max()) <= 1e-4
+
+
+def _minimum(prompt, response, n):
+    """Σ_i r_i, r_i = (|D| − end_i) + |tail| + |response| − 1, and the one shared prefix encode."""
+    spans = ngram_spans(len(prompt.context), n)
+    rest = len(prompt.tail) + len(response) - 1
+    return sum(len(prompt.context) - end + rest for _, end in spans), len(prompt.head) + spans[-1][
+        0
+    ]
+
+
+@pytest.mark.parametrize(("tokens", "ns"), [(256, [128, 32, 8, 4]), (512, [64, 16, 2])])
+def test_forwarded_tokens_are_within_5_percent_of_the_analytic_minimum(tokens, ns):
+    # The stage's sizes: a ~30-token chat head, ~20-token tail, ~50-token response.
+    model = tiny_llama(window=640)
+    g = torch.Generator().manual_seed(5)
+    draw = lambda k: torch.randint(3, 32, (k,), generator=g).tolist()  # noqa: E731
+    prompt, response = ContextPrompt(draw(30), draw(tokens), draw(20)), draw(50)
+    mechanism = cid_mechanism(torch.zeros(len(response), 32).log_softmax(-1), 1.0, 1.0)
+    for n in ns:
+        counter = ForwardCounter()
+        ngram_logprobs(model, prompt, response, n, mechanism, batch_size=8, counter=counter)
+        minimum, prefix = _minimum(prompt, response, n)
+        assert counter.tokens <= 1.05 * (minimum + prefix), n
+
+
+class _Peak:
+    """A model proxy recording the largest rows and rows × attended positions of a forward."""
+
+    def __init__(self, model):
+        self.model, self.rows, self.area = model, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **inputs):
+        rows, attended = inputs.get("attention_mask", inputs["input_ids"]).shape
+        self.rows, self.area = max(self.rows, rows), max(self.area, rows * attended)
+        return self.model(**inputs)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_peak_batch_is_bounded_by_the_budget_not_by_the_number_of_ngrams(tiny_lm, batch_size):
+    prompt, response = _case(6)
+    mechanism = _mechanism(tiny_lm, prompt, response)
+    peak = _Peak(tiny_lm)
+    fast = ngram_logprobs(peak, prompt, response, 1, mechanism, batch_size=batch_size)
+    longest = len(prompt.ids) + len(response) - 1  # every attended row is at most this long
+    assert peak.rows <= batch_size < len(prompt.context)  # K = 23 ablations
+    assert peak.area <= batch_size * longest
+    naive = ngram_logprobs_naive(tiny_lm, prompt, response, 1, mechanism)
+    assert float((fast - naive).abs().max()) <= 1e-4
 
 
 def test_ragged_last_ngram_is_padded_with_a_mask(tiny_lm):
@@ -140,3 +212,5 @@ def test_ngram_logprobs_rejects_empty_response_and_bad_batch_size():
         ngram_logprobs(model, prompt, response, 2, mechanism, batch_size=0)
     with pytest.raises(PrivleakError, match="n \\(n-gram size\\)"):
         ngram_logprobs(model, prompt, response, 24, mechanism)
+    with pytest.raises(PrivleakError, match="ablated prompt is empty"):
+        ngram_logprobs(model, ContextPrompt([], prompt.context, []), response, 23, mechanism)

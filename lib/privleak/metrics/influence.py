@@ -10,21 +10,24 @@ Per response τ sums over its tokens (Def. 3.2); τ̂ averages over (context, qu
 done by the notebooks on the tidy artifacts).
 
 Fast path: the variant without n-gram i agrees with the full prompt on head + D[:i·n], so the
-keys/values of that prefix are computed once (one forward of the full prompt) and reused; a batch
-of consecutive ablations shares the cached prefix of its first member and forwards the rest.
+keys/values of that prefix are computed once (one forward of head + D[:(K−1)·n]) and every
+ablation reuses exactly its own prefix, forwarding only the r_i = (|D| − end_i) + |tail| +
+|response| − 1 tokens after it: the analytic minimum Σ_i r_i plus the one shared encode.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.nn.functional import pad
+from transformers import DynamicCache
 
 from privleak.cid import block_eos, bounded_lambda, check_lam, check_temperature, cid_logprobs
 from privleak.errors import require
+from privleak.models import real_logits
 from privleak.prompts import ContextPrompt
-from privleak.scoring import ForwardCounter, _pad, _positions, _repeat_cache, check_fits
+from privleak.scoring import ForwardCounter, _pad, _positions, check_fits
 
 Mechanism = Callable[[torch.Tensor], torch.Tensor]
 """Maps ablated-context log-probs [B, T, V] at the response positions to decoding log-probs."""
@@ -103,7 +106,54 @@ def response_logprobs(
     out = model(input_ids=torch.tensor([ids], device=model.device), logits_to_keep=len(response))
     if counter is not None:
         counter.add(1, len(ids))
-    return torch.log_softmax(out.logits[0].float(), dim=-1)
+    return torch.log_softmax(real_logits(model, out.logits[0].float()), dim=-1)
+
+
+PAD_WASTE = 0.05
+"""Right padding a batch of ablations may add, as a share of its real forwarded tokens."""
+
+
+def _buckets(
+    prefixes: Sequence[int], suffixes: Sequence[int], batch_size: int, budget: int
+) -> list[list[int]]:
+    """Ablation rows (longest suffix first) in batches of <= batch_size rows whose padded forward
+    rows × max suffix stays within (1 + PAD_WASTE) × their real suffix tokens and whose attended
+    area rows × (max prefix + max suffix) stays within `budget` positions.
+
+    prefixes[k]: cached tokens row k reuses; suffixes[k]: tokens it forwards.
+    """
+    order = sorted(range(len(suffixes)), key=lambda k: -suffixes[k])
+    buckets: list[list[int]] = []
+    for k in order:
+        if buckets:
+            bucket = buckets[-1] + [k]
+            width = suffixes[bucket[0]]
+            real = sum(suffixes[j] for j in bucket)
+            attended = max(prefixes[j] for j in bucket) + width
+            if (
+                len(bucket) <= batch_size
+                and width * len(bucket) <= (1 + PAD_WASTE) * real
+                and attended * len(bucket) <= budget
+            ):
+                buckets[-1] = bucket
+                continue
+        buckets.append([k])
+    return buckets
+
+
+def _left_padded_cache(shared: DynamicCache, prefixes: Sequence[int]) -> DynamicCache:
+    """A [B, H, max(prefixes), D] cache whose row k holds the first prefixes[k] slots of the
+    one-row `shared` cache, left-padded with zeros so every row's cache ends at the same slot
+    (the padding slots are masked by the caller)."""
+    width = max(prefixes)
+    cache = DynamicCache()
+    for index, layer in enumerate(shared.layers):
+        keys, values = (
+            torch.cat([pad(states[:, :, :p], (0, 0, width - p, 0)) for p in prefixes])
+            for states in (layer.keys, layer.values)
+        )
+        cache.update(keys, values, index)
+    return cache
 
 
 @torch.inference_mode()
@@ -120,60 +170,72 @@ def ngram_logprobs(
 ) -> torch.Tensor:
     """log p̄(y_t | D∖D_{i,n}) [K, len(response)] for the K non-overlapping n-grams of the context.
 
-    One forward encodes head + D up to the last n-gram's start with a cache; each batch of
-    consecutive ablations i0..i1 forks that cache cropped at head + D[:i0·n] and forwards only the
-    remaining ablated context, the tail and the response. Equal to `ngram_logprobs_naive`.
+    One forward encodes head + D up to the last n-gram's start with a cache. Ablation i reuses
+    exactly its shared prefix head + D[:i·n] of that cache and forwards only D[(i+1)·n:] + tail +
+    response[:-1], the analytic minimum. Rows with different cached lengths share a batch: their
+    cache slots are left-padded to one end slot and their new tokens right-padded, in batches of
+    similar remaining length whose padding stays within PAD_WASTE of the real tokens (see
+    `_buckets`); a forward holds <= batch_size rows and attends to <= batch_size × L positions,
+    L = the longest ablated prompt + response. Equal to `ngram_logprobs_naive`.
     """
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(len(response) >= 1, "the response is empty")
     spans = ngram_spans(len(prompt.context), n)
-    head = len(prompt.head)
+    rows = [ablate(prompt, span).ids + list(response[:-1]) for span in spans]
+    # Row k predicts y_0 from position firsts[k], its ablated prompt's last token.
+    firsts = [len(row) - len(response) for row in rows]
+    require(min(firsts) >= 0, "an ablated prompt is empty; the template needs >= 1 token")
     full = prompt.ids
     check_fits(model, [len(full) + len(response) - 1])
+    # Cached: what row k shares with the full prompt, but never its first predicting position
+    # (an empty tail puts it inside the shared prefix; its logits must be forwarded).
+    head = len(prompt.head)
+    prefixes = [min(head + start, first) for (start, _), first in zip(spans, firsts, strict=True)]
+    suffixes = [len(row) - p for row, p in zip(rows, prefixes, strict=True)]
     device = model.device
-    rows = [ablate(prompt, span).ids + list(response[:-1]) for span in spans]
-    prompt_lengths = [len(full) - (end - start) for start, end in spans]
-    shared = head + spans[-1][0]  # the longest prefix any ablation shares with the full prompt
+    shared = max(prefixes)
     cache = None
     if shared >= 1:
-        out = model(input_ids=torch.tensor([full[:shared]], device=device), use_cache=True)
+        out = model(
+            input_ids=torch.tensor([full[:shared]], device=device), logits_to_keep=1, use_cache=True
+        )
         cache = out.past_key_values
         if counter is not None:
             counter.add(1, shared)
-    results = []
-    for first in range(0, len(spans), batch_size):
-        batch = range(first, min(first + batch_size, len(spans)))
-        prefix = head + spans[first][0]
-        ids, mask = _pad([rows[k][prefix:] for k in batch], pad_id, "right")
-        # Logits only from the earliest position that predicts a response token in the batch.
-        starts = [prompt_lengths[k] - 1 - prefix for k in batch]
-        keep = ids.shape[1] - min(starts)
+    results: list[torch.Tensor | None] = [None] * len(rows)
+    budget = batch_size * max(len(row) for row in rows)
+    for bucket in _buckets(prefixes, suffixes, batch_size, budget):
+        cached = [prefixes[k] for k in bucket]
+        ids, mask = _pad([rows[k][prefixes[k] :] for k in bucket], pad_id, "right")
+        slots = max(cached)
         past = None
-        if prefix >= 1:
-            cropped = cache
-            if prefix < shared:  # a negative crop drops that many trailing positions
-                cropped = copy.deepcopy(cache)
-                cropped.crop(prefix - shared)
-            past = _repeat_cache(cropped, len(batch))
-            mask = torch.cat([torch.ones(len(batch), prefix, dtype=torch.long), mask], dim=1)
+        if slots >= 1:  # mask layout [cache slots | new tokens]
+            past = _left_padded_cache(cache, cached)
+            in_cache = torch.arange(slots) >= slots - torch.tensor(cached)[:, None]
+            mask = torch.cat([in_cache.long(), mask], dim=1)
+        # Positions count real tokens only: row k's new tokens start at prefixes[k].
+        positions = _positions(mask)[:, slots:]
+        starts = [firsts[k] - prefixes[k] for k in bucket]  # in the new tokens
+        keep = ids.shape[1] - min(starts)  # logits only from the earliest predicting position
         out = model(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
-            position_ids=_positions(mask)[:, prefix:].to(device),
+            position_ids=positions.to(device),
             past_key_values=past,
             logits_to_keep=keep,
             use_cache=past is not None,
         )
         if counter is not None:
             counter.add(*ids.shape)
-        logprobs = torch.log_softmax(out.logits.float(), dim=-1)
+        logprobs = torch.log_softmax(real_logits(model, out.logits.float()), dim=-1)
         offset = ids.shape[1] - keep
         at = torch.stack([torch.arange(len(response)) + s - offset for s in starts]).to(
             device
         )  # [B, T] rows of `logprobs` that predict response token t
         picked = logprobs.gather(1, at[..., None].expand(-1, -1, logprobs.shape[-1]))
-        results.append(_gather(mechanism(picked), response))
-    return torch.cat(results).cpu()
+        for k, row in zip(bucket, _gather(mechanism(picked), response), strict=True):
+            results[k] = row
+    return torch.stack(results).cpu()
 
 
 @torch.inference_mode()
