@@ -31,8 +31,10 @@ def load_model(args: argparse.Namespace):
 
 
 def describe(model, args: argparse.Namespace) -> str:
-    where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else (
-        f"CPU, {torch.get_num_threads()} threads"
+    where = (
+        torch.cuda.get_device_name(args.device)
+        if args.device.startswith("cuda")
+        else (f"CPU, {torch.get_num_threads()} threads")
     )
     return f"{args.model} ({model.num_parameters() / 1e6:.0f}M) {args.dtype} on {where}"
 
