@@ -12,6 +12,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from privleak import decoding
 from privleak.decoding import (
     decode,
     greedy,
@@ -19,6 +20,7 @@ from privleak.decoding import (
     sample_inverse_cdf,
     sampling_logprobs,
     standard_transforms,
+    target_logprobs,
     temperature,
     top_k,
     top_p,
@@ -87,6 +89,111 @@ def test_transforms_match_hf_warpers_on_random_logits(rng):
         assert torch.equal(torch.isinf(ours(logits)), torch.isinf(theirs(None, logits.clone())))
         finite = torch.isfinite(ours(logits))
         assert torch.allclose(ours(logits)[finite], theirs(None, logits.clone())[finite])
+
+
+def gathered(logits, targets, transforms):
+    return sampling_logprobs(logits, transforms).gather(-1, targets[:, None])[:, 0]
+
+
+def assert_same_logprobs(fast, reference):
+    assert torch.equal(torch.isinf(fast), torch.isinf(reference))
+    finite = torch.isfinite(reference)
+    # rtol: at T = 0.1 log-probs reach -300, where one float32 ulp is 3e-5.
+    torch.testing.assert_close(fast[finite], reference[finite], atol=1e-5, rtol=1e-6)
+
+
+def mixed_targets(logits, rng):
+    """[R] targets: a third the argmax, a third in the top 20, a third anywhere."""
+    rows, vocab = logits.shape
+    ranked = logits.argsort(-1, descending=True)
+    top20 = ranked.gather(-1, torch.randint(0, 20, (rows, 1), generator=rng))[:, 0]
+    anywhere = torch.randint(0, vocab, (rows,), generator=rng)
+    return torch.where(torch.arange(rows) % 3 == 0, ranked[:, 0], top20).where(
+        torch.arange(rows) % 3 < 2, anywhere
+    )
+
+
+SINGLE_DECODERS = [
+    [],
+    [temperature(0.1)],
+    [temperature(0.7)],
+    [temperature(2.0)],
+    [top_k(1)],
+    [top_k(5)],
+    [top_k(10)],
+    [top_k(100_000)],
+    [greedy()],
+    [top_p(0.1)],
+    [top_p(0.6)],
+    [top_p(0.95)],
+    [top_p(1.0)],
+]
+
+
+@pytest.mark.parametrize("candidates", [4, 1024])
+@pytest.mark.parametrize("vocab", [50, 5000])
+@pytest.mark.parametrize("transforms", SINGLE_DECODERS, ids=repr)
+def test_target_logprobs_equal_the_gathered_distribution(
+    rng, monkeypatch, transforms, vocab, candidates
+):
+    monkeypatch.setattr(decoding, "NUCLEUS_CANDIDATES", candidates)
+    logits = torch.randn(60, vocab, generator=rng) * 3
+    logits[:, -7:] = float("-inf")  # a padded vocabulary
+    targets = mixed_targets(logits, rng)
+    targets[::7] = vocab - 1  # some targets on padded entries
+    assert_same_logprobs(
+        target_logprobs(logits, targets, transforms), gathered(logits, targets, transforms)
+    )
+
+
+def test_top_p_sorts_only_rows_whose_nucleus_is_not_in_the_candidates(rng, monkeypatch):
+    monkeypatch.setattr(decoding, "NUCLEUS_CANDIDATES", 8)
+    shapes = []
+    floor = decoding._floor_of_descending
+    monkeypatch.setattr(
+        decoding, "_floor_of_descending", lambda top, p: shapes.append(top.shape) or floor(top, p)
+    )
+    peaked = torch.randn(5, 500, generator=rng) * 8  # the nucleus is in the top 8
+    flat = torch.randn(4, 500, generator=rng) * 0.1  # 8 x top probability < 0.6: straight to sort
+    spiked = torch.randn(3, 500, generator=rng) * 0.1
+    spiked[:, 0] = math.log(0.1 * 499 / 0.9)  # q = 0.1 passes the bound, the top 8 hold < 0.6
+    logits = torch.cat([peaked, flat, spiked])
+    targets = mixed_targets(logits, rng)
+    assert_same_logprobs(
+        target_logprobs(logits, targets, [top_p(0.6)]), gathered(logits, targets, [top_p(0.6)])
+    )
+    assert (logits.softmax(-1).topk(8).values.sum(-1) < 0.6).tolist() == [0] * 5 + [1] * 7
+    assert shapes == [(8, 8), (7, 500)]
+
+
+def test_target_logprobs_keep_greedy_and_top_k_ties(rng):
+    logits = torch.randint(0, 4, (40, 30), generator=rng).float()  # many ties everywhere
+    every_target = torch.arange(30).repeat(40, 1)
+    for transforms in ([greedy()], [top_k(1)], [top_k(3)], [top_k(7)], []):
+        for column in every_target.T:
+            assert_same_logprobs(
+                target_logprobs(logits, column, transforms),
+                gathered(logits, column, transforms),
+            )
+
+
+@pytest.mark.parametrize(
+    ("transforms", "expected"),
+    [
+        ([], PROBS),
+        ([top_k(2)], [5 / 7, 2 / 7, 0, 0, 0]),
+        ([top_p(0.3)], [1, 0, 0, 0, 0]),
+        ([top_p(0.65)], [5 / 7, 2 / 7, 0, 0, 0]),
+        ([top_p(0.71)], [0.5 / 0.85, 0.2 / 0.85, 0.15 / 0.85, 0, 0]),
+        ([greedy()], [1, 0, 0, 0, 0]),
+        ([temperature(0.5)], [p * p / sum(q * q for q in PROBS) for p in PROBS]),
+    ],
+)
+def test_target_logprobs_on_the_hand_computed_vocabulary(transforms, expected):
+    logits = LOGITS.float().expand(5, 5)
+    fast = target_logprobs(logits, torch.arange(5), transforms)
+    assert fast.exp().tolist() == pytest.approx(expected)
+    assert_same_logprobs(fast, gathered(logits, torch.arange(5), transforms))
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,10 @@ Streams are grouped: every group samples one token per step and feeds it to all 
 Plain decoding has one stream per group. A `mix` hook turns the log-probs of a group's streams into
 the group's logits; CID mixes a with-context and a without-context stream, DP-ICL aggregates k+1
 document streams. Logit transforms (temperature, top-k, top-p, greedy, ...) then shape the
-distribution that is sampled. Each step records the token, its log-prob under the sampling
-distribution and its log-prob under every stream's own model distribution, so metrics never need
-a second forward pass.
+distribution that is sampled; they are small frozen objects (Temperature, TopK, TopP, Greedy), so
+`target_logprobs` can score one token per row without building the modified distribution. Each
+step records the token, its log-prob under the sampling distribution and its log-prob under every
+stream's own model distribution, so metrics never need a second forward pass.
 
 Randomness belongs to the group, not the batch: group g draws its step-t token by inverse-CDF
 sampling with the uniform u[g, t] of its own stream, seeded from (seed, group key), so batching,
@@ -37,50 +38,83 @@ Mix = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, dict[str, 
 groups (chunks, finished groups removed), so a mix looks its per-group settings up by index."""
 
 
-def temperature(value: float) -> Transform:
+@dataclass(frozen=True)
+class Temperature:
     """Divide logits by T > 0 (T < 1 sharpens, T > 1 flattens)."""
-    require(value > 0, f"temperature must be > 0, got {value}")
-    return lambda logits: logits / value
+
+    value: float
+
+    def __post_init__(self):
+        require(self.value > 0, f"temperature must be > 0, got {self.value}")
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits / self.value
 
 
-def top_k(k: int) -> Transform:
+@dataclass(frozen=True)
+class TopK:
     """Keep the k largest logits (ties at the k-th value are all kept, as in HF)."""
-    require(isinstance(k, int) and k >= 1, f"top_k must be an integer >= 1, got {k}")
 
-    def keep_top_k(logits: torch.Tensor) -> torch.Tensor:
-        k_eff = min(k, logits.shape[-1])
-        threshold = logits.topk(k_eff, dim=-1).values[..., -1:]
+    k: int
+
+    def __post_init__(self):
+        require(
+            isinstance(self.k, int) and self.k >= 1, f"top_k must be an integer >= 1, got {self.k}"
+        )
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        threshold = logits.topk(min(self.k, logits.shape[-1]), dim=-1).values[..., -1:]
         return logits.masked_fill(logits < threshold, float("-inf"))
 
-    return keep_top_k
 
-
-def top_p(p: float) -> Transform:
+@dataclass(frozen=True)
+class TopP:
     """Keep the smallest set of most likely tokens whose probability mass reaches p."""
-    require(0 < p <= 1, f"top_p must be in (0, 1], got {p}")
 
-    def keep_nucleus(logits: torch.Tensor) -> torch.Tensor:
+    p: float
+
+    def __post_init__(self):
+        require(0 < self.p <= 1, f"top_p must be in (0, 1], got {self.p}")
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(logits.float(), dim=-1)
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
         # A token stays while the mass of the tokens ranked above it is still short of p; the top
         # token always stays.
-        drop_sorted = mass_before >= p
+        drop_sorted = mass_before >= self.p
         drop_sorted[..., 0] = False
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         return logits.masked_fill(drop, float("-inf"))
 
-    return keep_nucleus
+
+@dataclass(frozen=True)
+class Greedy:
+    """Keep only the argmax (the lowest index on ties, as torch.argmax and HF generate do)."""
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        best = logits.argmax(dim=-1, keepdim=True)
+        return torch.full_like(logits, float("-inf")).scatter(-1, best, logits.gather(-1, best))
+
+
+def temperature(value: float) -> Transform:
+    """Divide logits by T > 0 (T < 1 sharpens, T > 1 flattens)."""
+    return Temperature(value)
+
+
+def top_k(k: int) -> Transform:
+    """Keep the k largest logits (ties at the k-th value are all kept, as in HF)."""
+    return TopK(k)
+
+
+def top_p(p: float) -> Transform:
+    """Keep the smallest set of most likely tokens whose probability mass reaches p."""
+    return TopP(p)
 
 
 def greedy() -> Transform:
     """Keep only the argmax (the lowest index on ties, as torch.argmax and HF generate do)."""
-
-    def keep_argmax(logits: torch.Tensor) -> torch.Tensor:
-        best = logits.argmax(dim=-1, keepdim=True)
-        return torch.full_like(logits, float("-inf")).scatter(-1, best, logits.gather(-1, best))
-
-    return keep_argmax
+    return Greedy()
 
 
 def standard_transforms(
@@ -108,6 +142,81 @@ def sampling_logprobs(logits: torch.Tensor, transforms: Sequence[Transform]) -> 
     for transform in transforms:
         logits = transform(logits)
     return torch.log_softmax(logits.float(), dim=-1)
+
+
+NUCLEUS_CANDIDATES = 1024
+"""Top-p's fast path reads the nucleus off this many top candidates per row."""
+
+
+def target_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, transforms: Sequence[Transform]
+) -> torch.Tensor:
+    """[R] log-prob of targets [R] under the modified distribution of logits [R, V] (float32,
+    padded vocabulary already -inf): `sampling_logprobs(...).gather(-1, targets)`, without building
+    the [R, V] distribution when the chain is one TopK, TopP or Greedy.
+
+    The empty chain and a lone Temperature stay on the generic path on purpose: log_softmax is one
+    fused pass over the row, faster than a separate logsumexp (measured on CPU; fewer passes on a
+    GPU), and bit-identical to the distribution's entries."""
+    chain = tuple(transforms)
+    if len(chain) == 1:
+        (transform,) = chain
+        if isinstance(transform, Greedy):
+            return torch.where(logits.argmax(-1) == targets, 0.0, float("-inf"))
+        if isinstance(transform, TopK):
+            return _top_k_target(logits, logits.gather(-1, targets[:, None])[:, 0], transform.k)
+        # top_p(1) stays generic: its float32 cumsum can drop the tail, the fast path would not.
+        if isinstance(transform, TopP) and transform.p < 1:
+            return _top_p_target(logits, targets, transform.p)
+    return sampling_logprobs(logits, chain).gather(-1, targets[:, None])[:, 0]
+
+
+def _top_k_target(logits: torch.Tensor, target: torch.Tensor, k: int) -> torch.Tensor:
+    """[R] target log-probs under TopK(k): Z sums the top k and every further tie at the k-th."""
+    values = logits.topk(min(k, logits.shape[-1]), dim=-1).values
+    kth = values[:, -1]
+    extra_ties = (logits == kth[:, None]).sum(-1) - (values == kth[:, None]).sum(-1)
+    log_z = torch.logaddexp(values.logsumexp(-1), extra_ties.float().log() + kth)
+    return torch.where(target >= kth, target - log_z, float("-inf"))
+
+
+def _top_p_target(logits: torch.Tensor, targets: torch.Tensor, p: float) -> torch.Tensor:
+    """[R] target log-probs under TopP(p), p < 1: log q_t - log Z when q_t >= tau, else -inf.
+
+    tau is the probability of the last nucleus token (the first whose cumulative mass, in
+    descending order, reaches p) and Z the mass of every token with q >= tau. Tie choice: tokens
+    exactly tied with the last one are all kept, where the sort keeps those it happens to rank
+    first; that is measure-zero for real logits."""
+    probs = torch.softmax(logits, dim=-1)
+    tau = _nucleus_floor(probs, p)
+    q_t = probs.gather(-1, targets[:, None])[:, 0]
+    z = torch.where(probs >= tau[:, None], probs, 0.0).sum(-1)
+    return torch.where(q_t >= tau, q_t.log() - z.log(), float("-inf"))
+
+
+def _nucleus_floor(probs: torch.Tensor, p: float) -> torch.Tensor:
+    """[R] tau, the last nucleus token's probability, read off the top NUCLEUS_CANDIDATES where
+    they reach p; other rows (flat distributions) fall back to a full sort. Two host syncs find
+    the rows; rows whose top K cannot reach p (K x top probability < p) skip the top-K pass."""
+    tau = torch.empty_like(probs[:, 0])
+    sort = NUCLEUS_CANDIDATES * probs.amax(-1) < p
+    maybe = torch.nonzero(~sort)[:, 0]
+    if len(maybe):
+        top = probs[maybe].topk(min(NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1).values
+        tau[maybe], fits = _floor_of_descending(top, p)
+        sort[maybe] = ~fits
+    rows = torch.nonzero(sort)[:, 0]
+    if len(rows):
+        tau[rows] = _floor_of_descending(probs[rows].sort(-1, descending=True).values, p)[0]
+    return tau
+
+
+def _floor_of_descending(top: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tau [R], fits [R]) from the largest probabilities [R, K] in descending order: the last
+    token whose mass before is < p (as in TopP), and whether these K reach p at all."""
+    cumulative = top.cumsum(-1)
+    last = (cumulative - top < p).sum(-1) - 1  # the top token's mass before is 0 < p
+    return top.gather(-1, last[:, None])[:, 0], cumulative[:, -1] >= p
 
 
 @dataclass

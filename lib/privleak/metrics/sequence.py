@@ -33,6 +33,7 @@ from privleak.decoding import (
     Transform,
     greedy,
     sampling_logprobs,
+    target_logprobs,
     temperature,
     top_k,
     top_p,
@@ -170,7 +171,8 @@ def suffix_logprobs(
 
     Right-padded batches of `batch_size` rows sorted by length; positions follow the attention
     mask. Per batch only the N = sum(len(suffix_i)) suffix-predicting logit rows are kept, every
-    decoder scores them, and the [decoders, N] result crosses to the host once.
+    decoder scores only their target tokens (`target_logprobs`, no [N, V] distribution), and the
+    [decoders, N] result crosses to the host once.
     """
     check_sequences(model, prefixes, suffixes)
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
@@ -198,11 +200,8 @@ def suffix_logprobs(
         logits = real_logits(model, _suffix_rows(out.logits, firsts, lengths, ids.shape[1] - keep))
         targets = torch.tensor([t for i in batch for t in suffixes[i]], device=device)
         scores = torch.stack(
-            [
-                sampling_logprobs(logits, transforms).gather(-1, targets[:, None])[:, 0]
-                for transforms in decoders.values()
-            ]
-        ).cpu()  # [decoders, N]: the batch's only host sync
+            [target_logprobs(logits, targets, transforms) for transforms in decoders.values()]
+        ).cpu()  # [decoders, N]: one host sync (top-p adds two to find rows to sort)
         for name, row in zip(decoders, scores, strict=True):
             for i, part in zip(batch, row.split(lengths), strict=True):
                 results[name][i] = part
