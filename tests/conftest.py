@@ -113,3 +113,19 @@ def tiny_bert_classifier(num_labels: int = 2):
         num_labels=num_labels,
     )
     return BertForSequenceClassification(config).eval()
+
+
+class PeakForward:
+    """A model proxy recording the largest forward it was asked for: rows, and rows × attended
+    positions (cache slots included), so a test can show memory follows a budget."""
+
+    def __init__(self, model):
+        self.model, self.rows, self.area = model, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **inputs):
+        rows, attended = inputs.get("attention_mask", inputs["input_ids"]).shape
+        self.rows, self.area = max(self.rows, rows), max(self.area, rows * attended)
+        return self.model(**inputs)

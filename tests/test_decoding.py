@@ -28,7 +28,7 @@ from privleak.decoding import (
 from privleak.errors import PrivleakError
 from privleak.models import mark_real_vocab
 from privleak.scoring import continuation_logprobs
-from tests.conftest import tiny_opt
+from tests.conftest import PeakForward, tiny_opt
 
 PROBS = [0.5, 0.2, 0.15, 0.1, 0.05]
 LOGITS = torch.log(torch.tensor([PROBS], dtype=torch.float64))
@@ -356,29 +356,13 @@ def test_samples_do_not_depend_on_batching_or_on_other_groups(tiny_lm):
     assert more.token_lists()[2] == whole.token_lists()[0]
 
 
-class WidestForward:
-    """A model proxy that records the largest batch x attended length it was asked to forward."""
-
-    def __init__(self, model):
-        self.model, self.widest, self.rows = model, 0, 0
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, **kwargs):
-        batch, length = kwargs["attention_mask"].shape
-        self.widest = max(self.widest, batch * length)
-        self.rows = max(self.rows, batch)
-        return self.model(**kwargs)
-
-
 def test_peak_batch_is_bounded_by_the_budget_not_by_the_number_of_groups(tiny_lm):
     prompts = [[5 + i % 20, 9, 4 + i % 7] for i in range(40)]
-    proxy = WidestForward(tiny_lm)
+    proxy = PeakForward(tiny_lm)
     decode(proxy, prompts, max_new_tokens=5, transforms=[temperature(1.0)], max_batch_streams=6)
     assert proxy.rows <= 6
-    assert proxy.widest <= 6 * (3 + 5)
-    unbounded = WidestForward(tiny_lm)
+    assert proxy.area <= 6 * (3 + 5)
+    unbounded = PeakForward(tiny_lm)
     decode(unbounded, prompts, max_new_tokens=5, transforms=[temperature(1.0)])
     assert unbounded.rows == 40
 

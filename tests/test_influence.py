@@ -21,7 +21,7 @@ from privleak.metrics.influence import (
 )
 from privleak.prompts import ContextPrompt
 from privleak.scoring import ForwardCounter
-from tests.conftest import tiny_llama
+from tests.conftest import PeakForward, tiny_llama
 
 
 def test_spans_are_non_overlapping_and_cover_the_context():
@@ -135,26 +135,11 @@ def test_forwarded_tokens_are_within_5_percent_of_the_analytic_minimum(tokens, n
         assert counter.tokens <= 1.05 * (minimum + prefix), n
 
 
-class _Peak:
-    """A model proxy recording the largest rows and rows × attended positions of a forward."""
-
-    def __init__(self, model):
-        self.model, self.rows, self.area = model, 0, 0
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, **inputs):
-        rows, attended = inputs.get("attention_mask", inputs["input_ids"]).shape
-        self.rows, self.area = max(self.rows, rows), max(self.area, rows * attended)
-        return self.model(**inputs)
-
-
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
 def test_peak_batch_is_bounded_by_the_budget_not_by_the_number_of_ngrams(tiny_lm, batch_size):
     prompt, response = _case(6)
     mechanism = _mechanism(tiny_lm, prompt, response)
-    peak = _Peak(tiny_lm)
+    peak = PeakForward(tiny_lm)
     fast = ngram_logprobs(peak, prompt, response, 1, mechanism, batch_size=batch_size)
     longest = len(prompt.ids) + len(response) - 1  # every attended row is at most this long
     assert peak.rows <= batch_size < len(prompt.context)  # K = 23 ablations

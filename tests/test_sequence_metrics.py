@@ -15,7 +15,7 @@ from privleak.errors import PrivleakError
 from privleak.metrics import sequence as seq
 from privleak.scoring import continuation_logprobs
 from privleak.training import family
-from tests.conftest import tiny_llama, tiny_opt, word_tokenizer
+from tests.conftest import PeakForward, tiny_llama, tiny_opt, word_tokenizer
 
 # A bigram "model" over 5 tokens: the next-token logits depend only on the current token, so
 # every probability below is a product of softmaxes of these rows, computable by hand.
@@ -175,20 +175,6 @@ def test_head_mass_expansion_is_a_lower_bound_and_counts_level_forwards():
     assert one.counter.tokens == 4 + 2 + 3 + 4
 
 
-class Recording:
-    """A model proxy recording the largest cached forward: rows and rows x attended length."""
-
-    def __init__(self, model):
-        self.model, self.config, self.device = model, model.config, model.device
-        self.rows = self.cells = 0
-
-    def __call__(self, **kwargs):
-        if kwargs.get("past_key_values") is not None:
-            rows, attended = kwargs["attention_mask"].shape
-            self.rows, self.cells = max(self.rows, rows), max(self.cells, rows * attended)
-        return self.model(**kwargs)
-
-
 @pytest.mark.parametrize("head_mass", [None, 0.8])
 def test_chunked_expansion_equals_unchunked_and_bounds_the_forwarded_batch(head_mass):
     model = tiny_llama(vocab_size=12, seed=7)
@@ -197,18 +183,21 @@ def test_chunked_expansion_equals_unchunked_and_bounds_the_forwarded_batch(head_
     suffixes = [torch.randint(3, 12, (4,), generator=gen).tolist() for _ in prefixes]
     runs = {}
     for max_nodes in (10**6, 5, 1):
-        proxy = Recording(model)
+        proxy = PeakForward(model)
         runs[max_nodes] = (
             proxy,
+            # One sequence per prefill (batch_size 1), so every forward wider than one row is the
+            # tree's and must respect max_nodes.
             seq.approximate_isp(
-                proxy, prefixes, suffixes, 2, [], expand=3, head_mass=head_mass, max_nodes=max_nodes
-            ),
+                proxy, prefixes, suffixes, 2, [], expand=3, head_mass=head_mass,
+                max_nodes=max_nodes, batch_size=1,
+            ),  # fmt: skip
         )
     whole = runs[10**6][1]
     assert runs[10**6][0].rows > 5  # the unchunked tree does exceed the budget
     for max_nodes in (5, 1):
         proxy, chunked = runs[max_nodes]
-        assert proxy.rows <= max_nodes and proxy.cells <= max_nodes * (6 + 4)
+        assert proxy.rows <= max_nodes and proxy.area <= max_nodes * (6 + 4)
         # Same tree; a float32 forward's last bits depend on the batch it runs in.
         np.testing.assert_allclose(chunked.approx, whole.approx, rtol=1e-6, atol=0)
         np.testing.assert_allclose(chunked.bound, whole.bound, rtol=1e-6, atol=1e-12)
