@@ -189,9 +189,16 @@ def test_chunked_expansion_equals_unchunked_and_bounds_the_forwarded_batch(head_
             # One sequence per prefill (batch_size 1), so every forward wider than one row is the
             # tree's and must respect max_nodes.
             seq.approximate_isp(
-                proxy, prefixes, suffixes, 2, [], expand=3, head_mass=head_mass,
-                max_nodes=max_nodes, batch_size=1,
-            ),  # fmt: skip
+                proxy,
+                prefixes,
+                suffixes,
+                2,
+                [],
+                expand=3,
+                head_mass=head_mass,
+                max_nodes=max_nodes,
+                batch_size=1,
+            ),
         )
     whole = runs[10**6][1]
     assert runs[10**6][0].rows > 5  # the unchunked tree does exceed the budget
