@@ -16,6 +16,7 @@ import torch
 from privleak import data as corpora
 from privleak import models as model_registry
 from privleak import paths
+from privleak.errors import require
 from privleak.prompts import encode_context_prompt
 from privleak.scoring import continuation_logprobs
 
@@ -64,7 +65,10 @@ rows = [
     for j, (token, lw, lo) in enumerate(zip(resp, w, o, strict=True))
 ]
 table = pd.DataFrame(rows)
-assert torch.isfinite(torch.tensor(table[["logprob_with", "logprob_without"]].values)).all()
+require(
+    bool(torch.isfinite(torch.tensor(table[["logprob_with", "logprob_without"]].values)).all()),
+    "context_gain: a token log-prob is not finite (with or without the context)",
+)
 OUT.parent.mkdir(parents=True, exist_ok=True)
 table.to_parquet(OUT, index=False)
 table.describe()

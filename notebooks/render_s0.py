@@ -18,6 +18,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from privleak import paths
+from privleak.errors import require
 from privleak.figures import save_figure, save_table
 
 S0 = paths.INTERIM / "s0"
@@ -33,7 +34,8 @@ bounded = pd.read_parquet(S0 / "ngram" / "bounded.parquet")
 text = pd.read_parquet(S0 / "text" / "text_metrics.parquet")
 for frame in (generations, finetuned, ngram, bounded, text):
     if len(frame):
-        assert np.isfinite(frame["tau"] if "tau" in frame else frame["tau_whole"]).all()
+        tau = frame["tau"] if "tau" in frame else frame["tau_whole"]
+        require(bool(np.isfinite(tau).all()), "render_s0: an S0 artifact holds a non-finite τ")
 metrics: dict = {}
 main_text = text[(text["source"] == "generate") & (text["experiment"] == "main")]
 lms = list(dict.fromkeys(generations["model"]))  # s0.lms order

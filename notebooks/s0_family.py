@@ -32,6 +32,7 @@ from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
 from privleak.cid import cid_generate, s0_prompt
+from privleak.errors import require
 from privleak.metrics.influence import (
     cid_mechanism,
     ngram_logprobs,
@@ -107,7 +108,10 @@ for size in sizes:
 # %%
 responses = pd.DataFrame(response_rows)
 grams = pd.DataFrame(gram_rows)
-assert responses["tau"].notna().all() and grams["tau"].notna().all()
+require(
+    bool(responses["tau"].notna().all() and grams["tau"].notna().all()),
+    "s0_family: a response or n-gram influence τ is missing",
+)
 responses.to_parquet(OUT / "responses.parquet", index=False)
 grams.to_parquet(OUT / "ngram.parquet", index=False)
 responses.groupby(["parameters", "size"])["tau"].mean()

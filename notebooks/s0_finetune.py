@@ -44,6 +44,7 @@ from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
 from privleak.cid import cid_generate, generation_rows, s0_prompt
+from privleak.errors import require
 from privleak.scoring import continuation_logprobs
 from privleak.training.finetune import finetune_causal_lm
 
@@ -124,5 +125,5 @@ pd.DataFrame(losses, columns=["step", "loss"]).to_parquet(OUT / "losses.parquet"
 known = pd.DataFrame(knowledge, columns=["model", "example", "seen", "mean_logprob"])
 known = known[["model", "example", "seen", "mean_logprob"]]
 known.to_parquet(OUT / "knowledge.parquet", index=False)
-assert table["tau"].notna().all()
+require(bool(table["tau"].notna().all()), "s0_finetune: a response influence τ is missing")
 known.groupby(["model", "seen"])["mean_logprob"].mean()

@@ -41,6 +41,7 @@ from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
 from privleak.cid import cid_generate, generation_rows, s0_prompt
+from privleak.errors import require
 
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
@@ -125,6 +126,9 @@ for lm in lms:
 
 # %%
 table = pd.DataFrame(rows)
-assert table["tau"].notna().all() and (table["length"] >= 1).all()
+require(
+    bool(table["tau"].notna().all() and (table["length"] >= 1).all()),
+    "s0_generate: a response has no influence τ or no tokens",
+)
 table.to_parquet(OUT / "generations.parquet", index=False)
 table.groupby(["experiment", "corpus", "lam", "temperature"])["tau"].agg(["mean", "count"])

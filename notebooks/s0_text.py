@@ -26,6 +26,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pandas as pd
 
 from privleak import paths
+from privleak.errors import require
 from privleak.metrics import text
 from privleak.models import load_embedder
 
@@ -92,6 +93,9 @@ keys = [
     if c in table.columns
 ]
 result = pd.concat([table[keys].reset_index(drop=True), scores], axis=1)
-assert result[["rouge_l_f1", "bertscore_f1", "faithfulness"]].notna().all().all()
+require(
+    bool(result[["rouge_l_f1", "bertscore_f1", "faithfulness"]].notna().all().all()),
+    "s0_text: a ROUGE-L, BERTScore or faithfulness value is missing",
+)
 result.to_parquet(OUT / "text_metrics.parquet", index=False)
 result.groupby(["source", "corpus", "lam"])[["repeat_prompt", "rouge_prompt", "rouge_l_f1"]].mean()

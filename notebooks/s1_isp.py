@@ -124,8 +124,14 @@ for spec in decoders:
                      "truth": tokenizer.convert_ids_to_tokens(e["suffix"])}
                 )  # fmt: skip
 table = pd.DataFrame(isp_rows)
-assert np.isfinite(table[["approx", "bound"]].to_numpy()).all()
-assert (table["approx"] >= 0).all() and (table["bound"] >= 0).all()
+require(
+    bool(np.isfinite(table[["approx", "bound"]].to_numpy()).all()),
+    "s1_isp: an approximate n-ISP or its bound is not finite",
+)
+require(
+    bool((table["approx"] >= 0).all() and (table["bound"] >= 0).all()),
+    "s1_isp: an approximate n-ISP or its bound is negative",
+)
 
 # %% [markdown]
 # Exact 1-ISP under regular sampling (full-vocabulary expansion, bound 0) for a subset, to place
@@ -148,7 +154,7 @@ if subset and "sampling" in [s["kind"] for s in decoders]:
         max_nodes=isp["max_nodes"],
         **pad,
     )
-    assert (full.bound < 1e-6).all()
+    require(bool((full.bound < 1e-6).all()), "s1_isp: the full-vocabulary expansion left a bound")
     for expand in sorted({1, 4, isp["expand"], isp["sampling_expand"]}):
         for head_mass in (None, isp["sampling_head_mass"]):
             approx = seq.approximate_isp(
@@ -174,8 +180,14 @@ exact = pd.DataFrame(
 )
 if len(exact):
     tol = 1e-5 * exact["exact"] + 1e-9
-    assert (exact["approx"] <= exact["exact"] + tol).all()
-    assert (exact["exact"] <= exact["approx"] + exact["bound"] + tol).all()
+    require(
+        bool((exact["approx"] <= exact["exact"] + tol).all()),
+        "s1_isp: an approximate 1-ISP exceeds the exact one",
+    )
+    require(
+        bool((exact["exact"] <= exact["approx"] + exact["bound"] + tol).all()),
+        "s1_isp: an exact 1-ISP exceeds approx + the Appendix A bound",
+    )
 
 table.to_parquet(OUT / "isp.parquet", index=False)
 pd.DataFrame(leaf_rows).to_parquet(OUT / "leaves.parquet", index=False)

@@ -100,8 +100,14 @@ esp_rows, tp_rows = seq.prefix_length_rows(
 )
 esp = pd.DataFrame(esp_rows)
 tp = pd.DataFrame(tp_rows)
-assert not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()
-assert not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()
+require(
+    bool(not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()),
+    "s1_public: a log ESP is missing or above 0",
+)
+require(
+    bool(not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()),
+    "s1_public: a log TP is missing or above 0",
+)
 esp.to_parquet(OUT / "esp.parquet", index=False)
 tp.to_parquet(OUT / "tp.parquet", index=False)
 esp[esp["prefix_len"] == public["prefix_tokens"]].groupby("decoder")["log_esp"].describe()

@@ -128,8 +128,14 @@ for rank, (name, path) in enumerate(zip(model_names, model_paths, strict=True)):
 esp = pd.DataFrame(esp_rows)
 tp = pd.DataFrame(tp_rows)
 # Truncating decoders give exact zeros (log -inf); anything else must be a finite log-prob <= 0.
-assert not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()
-assert not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()
+require(
+    bool(not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()),
+    "s1_scores: a log ESP is missing or above 0",
+)
+require(
+    bool(not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()),
+    "s1_scores: a log TP is missing or above 0",
+)
 esp.to_parquet(OUT / "esp.parquet", index=False)
 tp.to_parquet(OUT / "tp.parquet", index=False)
 esp.groupby(["model", "kind", "decoder"])["log_esp"].apply(lambda v: np.mean(np.exp(v))).unstack()

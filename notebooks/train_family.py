@@ -33,6 +33,7 @@ import torch
 
 from privleak import data as corpora
 from privleak import paths
+from privleak.errors import require
 from privleak.training import family as fam
 
 # Tiny models are overhead-bound: one intra-op thread avoids oversubscribing the 2 shared cores
@@ -87,7 +88,10 @@ for name, size in family["sizes"].items():
         seed=seed,
     )
     seconds = time.perf_counter() - started
-    assert all(torch.isfinite(torch.tensor(losses)))
+    require(
+        bool(torch.isfinite(torch.tensor(losses)).all()),
+        f"train_family: {name} training loss is not finite",
+    )
     fam.save_member(model, tokenizer, OUT / name)
     manifest["sizes"][name] = {
         **size,
