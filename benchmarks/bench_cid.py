@@ -27,10 +27,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share
 import torch  # noqa: E402
 from common import add_model_args, describe, load_model, timed  # noqa: E402
 
+from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.cid import block_eos, cid_generate, cid_logprobs  # noqa: E402
 from privleak.models import real_logits  # noqa: E402
 from privleak.prompts import ContextPrompt  # noqa: E402
-from privleak.scoring import ForwardCounter  # noqa: E402
 
 
 @torch.inference_mode()

@@ -29,9 +29,9 @@ import torch
 from common import add_model_args, describe, load_model, timed
 
 from privleak import models, paths
+from privleak.batching import pad_rows
 from privleak.decoding import sampling_logprobs
 from privleak.metrics import sequence as seq
-from privleak.scoring import _pad
 from privleak.training import family
 
 DECODERS = [
@@ -50,7 +50,7 @@ def padded_batches(model, prefixes, suffixes, batch_size, pad_id):
     out = []
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        ids, mask = _pad([prefixes[i] + suffixes[i] for i in batch], pad_id, "right")
+        ids, mask = pad_rows([prefixes[i] + suffixes[i] for i in batch], pad_id, "right")
         keep = ids.shape[1] - min(len(prefixes[i]) - 1 for i in batch)
         out.append((batch, ids.to(model.device), mask.to(model.device), keep))
     return out

@@ -25,6 +25,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share
 import torch  # noqa: E402
 from common import add_model_args, describe, load_model, timed  # noqa: E402
 
+from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.metrics.influence import (  # noqa: E402
     cid_mechanism,
     ngram_logprobs,
@@ -33,7 +34,6 @@ from privleak.metrics.influence import (  # noqa: E402
     response_logprobs,
 )
 from privleak.prompts import ContextPrompt  # noqa: E402
-from privleak.scoring import ForwardCounter  # noqa: E402
 
 
 def minimum_tokens(prompt: ContextPrompt, response_tokens: int, n: int) -> tuple[int, int]:

@@ -31,7 +31,7 @@ import pandas as pd
 from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
-from privleak.cid import cid_generate, s0_prompt
+from privleak.cid import cid_generate
 from privleak.errors import require
 from privleak.metrics.influence import (
     cid_mechanism,
@@ -40,6 +40,7 @@ from privleak.metrics.influence import (
     response_logprobs,
     token_influence,
 )
+from privleak.prompts import s0_prompt
 
 FAMILY = paths.DATA / "family"
 OUT = paths.INTERIM / "s0" / "family"

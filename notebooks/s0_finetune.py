@@ -43,8 +43,9 @@ import torch
 from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
-from privleak.cid import cid_generate, generation_rows, s0_prompt
+from privleak.cid import cid_generate, generation_rows
 from privleak.errors import require
+from privleak.prompts import s0_prompt
 from privleak.scoring import continuation_logprobs
 from privleak.training.finetune import finetune_causal_lm
 

@@ -40,8 +40,9 @@ import pandas as pd
 from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
-from privleak.cid import cid_generate, generation_rows, s0_prompt
+from privleak.cid import cid_generate, generation_rows
 from privleak.errors import require
+from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,8 @@ import pandas as pd
 from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
-from privleak.cid import cid_generate, s0_prompt
+from privleak.batching import ForwardCounter
+from privleak.cid import cid_generate
 from privleak.metrics.influence import (
     bounded_cid_mechanism,
     cid_mechanism,
@@ -49,7 +50,7 @@ from privleak.metrics.influence import (
     response_logprobs,
     token_influence,
 )
-from privleak.scoring import ForwardCounter
+from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"
 OUT.mkdir(parents=True, exist_ok=True)

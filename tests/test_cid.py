@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
+from privleak.batching import ForwardCounter
 from privleak.cid import (
     CIDMix,
     bounded_lambda,
     cid_generate,
     cid_logprobs,
     generation_rows,
-    s0_prompt,
 )
 from privleak.decoding import prefill, temperature
 from privleak.errors import PrivleakError
@@ -24,8 +24,7 @@ from privleak.metrics.influence import (
     response_logprobs,
     token_influence,
 )
-from privleak.prompts import ContextPrompt
-from privleak.scoring import ForwardCounter
+from privleak.prompts import ContextPrompt, s0_prompt
 from tests.conftest import tiny_llama, word_tokenizer
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05])

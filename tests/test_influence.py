@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.errors import PrivleakError
 from privleak.metrics.influence import (
@@ -20,7 +21,6 @@ from privleak.metrics.influence import (
     token_influence,
 )
 from privleak.prompts import ContextPrompt
-from privleak.scoring import ForwardCounter
 from tests.conftest import PeakForward, tiny_llama
 
 

@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from privleak.batching import ForwardCounter
 from privleak.errors import PrivleakError
 from privleak.models import mark_real_vocab, real_logits
-from privleak.scoring import (
-    ForwardCounter,
-    continuation_logprobs,
-    encode_pair,
-    shared_prefix_logprobs,
-    truncate_left,
-)
+from privleak.scoring import continuation_logprobs, encode_pair, shared_prefix_logprobs
 from tests.conftest import tiny_llama, tiny_opt, word_tokenizer
 
 
@@ -112,11 +107,6 @@ def test_context_longer_than_window_is_one_line_error():
     with pytest.raises(PrivleakError, match=r"has 20 tokens but the model window is 16") as info:
         continuation_logprobs(model, [[4] * 15], [[5] * 5])
     assert "\n" not in str(info.value)
-
-
-def test_truncate_left_keeps_the_latest_tokens():
-    assert truncate_left([1, 2, 3, 4, 5], 3) == [3, 4, 5]
-    assert truncate_left([1, 2], 3) == [1, 2]
 
 
 def test_empty_prompt_is_rejected(tiny_lm):

@@ -16,27 +16,30 @@ give distributions within ε of each other (triangle inequality, App. B).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from privleak.batching import ForwardCounter
 from privleak.decoding import decode
 from privleak.errors import require
 from privleak.models import context_window
-from privleak.prompts import ContextPrompt, encode_context_prompt
-from privleak.scoring import ForwardCounter
+from privleak.prompts import ContextPrompt
 
 NEG_INF = float("-inf")
 
 
 def check_lam(lam: float, name: str = "lam") -> float:
-    require(lam >= 0, f"{name} (CID λ) must be >= 0, got {lam}")
+    require(math.isfinite(lam) and lam >= 0, f"{name} (CID λ) must be finite and >= 0, got {lam}")
     return float(lam)
 
 
 def check_temperature(value: float, name: str = "temperature") -> float:
-    require(value > 0, f"{name} (CID T) must be > 0, got {value}")
+    require(
+        math.isfinite(value) and value > 0, f"{name} (CID T) must be finite and > 0, got {value}"
+    )
     return float(value)
 
 
@@ -315,47 +318,6 @@ def cid_generate(
 def pmi(stream_logp: torch.Tensor) -> torch.Tensor:
     """pmi(y_t; D) = log p(y_t|D,x,y<t) − log p(y_t|x,y<t) at T = 1; stream_logp [..., 2, T]."""
     return stream_logp[..., 0, :] - stream_logp[..., 1, :]
-
-
-# S0 prompts (paper App. C, Figs. 5-6): the context, then the query. `chat` wraps them in the
-# ChatML turns SmolLM2-Instruct was tuned on; `plain` is the paper's base-model layout.
-TASKS = {
-    "cnn_dm": {"label": "News article:", "context": "article", "reference": "highlights"},
-    "pubmedqa": {"label": "Document:", "context": "context", "reference": "long_answer"},
-}
-CNN_QUERY = "Summary of the above news article:"
-CHAT_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-
-
-def _text(value) -> str:
-    # HF PubMedQA stores the abstract as {"contexts": [...], ...}.
-    if isinstance(value, dict) and "contexts" in value:
-        return " ".join(value["contexts"])
-    return str(value)
-
-
-def s0_prompt(
-    tokenizer, record: dict, corpus: str, template: str, context_tokens: int | None
-) -> tuple[ContextPrompt, str]:
-    """(prompt, reference) for one CNN/DM or PubMedQA record; the context keeps its first
-    `context_tokens` tokens (None: all of them)."""
-    require(corpus in TASKS, f"corpus '{corpus}' has no S0 task; allowed: {', '.join(TASKS)}")
-    require(template in ("chat", "plain"), f"template '{template}' is unknown; use chat|plain")
-    task = TASKS[corpus]
-    query = CNN_QUERY if corpus == "cnn_dm" else _text(record["question"])
-    if template == "chat":
-        head = CHAT_SYSTEM + task["label"]
-        tail = f"\n\n{query}<|im_end|>\n<|im_start|>assistant\n"
-    else:
-        head, tail = task["label"], f"\n{query}\n"
-    prompt = encode_context_prompt(
-        tokenizer,
-        head,
-        " " + _text(record[task["context"]]).strip(),
-        tail,
-        max_context_tokens=context_tokens,
-    )
-    return prompt, _text(record[task["reference"]])
 
 
 def generation_rows(

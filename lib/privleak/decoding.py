@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
 from privleak.errors import require
 from privleak.models import real_logits
-from privleak.scoring import ForwardCounter, _pad, _positions, check_fits
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 """Maps logits [G, V] to logits [G, V]; excluded tokens get -inf."""
@@ -322,12 +322,12 @@ def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardC
     layers: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
     logits, order = [], []
     for bucket in _bucket_by_length(distinct):
-        ids, mask = _pad([distinct[i] for i in bucket], pad_id, "left")
+        ids, mask = pad_rows([distinct[i] for i in bucket], pad_id, "left")
         mask = mask.to(device)
         out = model(
             input_ids=ids.to(device),
             attention_mask=mask,
-            position_ids=_positions(mask),
+            position_ids=position_ids(mask),
             logits_to_keep=1,
             use_cache=True,
         )
@@ -345,7 +345,7 @@ def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardC
     cache = DynamicCache()
     for index, (keys, values) in enumerate(layers):
         cache.update(torch.cat(keys)[pick], torch.cat(values)[pick], index)
-    _, mask = _pad([distinct[i] for i in order], pad_id, "left")
+    _, mask = pad_rows([distinct[i] for i in order], pad_id, "left")
     return cache, mask.to(device)[pick], torch.cat(logits)[pick]
 
 

@@ -2,6 +2,7 @@
 
 Context ablations (n-gram removal, truncation, the empty "without context" prompt) act on the
 context's tokens, so the prompt is built from separately encoded pieces rather than re-tokenised.
+The S0 templates (CNN/DM summaries, PubMedQA answers; chat or plain layout) live here too.
 """
 
 from __future__ import annotations
@@ -51,3 +52,44 @@ def encode_context_prompt(
         context=list(context_ids),
         tail=list(tokenizer(tail, add_special_tokens=False)["input_ids"]),
     )
+
+
+# S0 prompts (paper App. C, Figs. 5-6): the context, then the query. `chat` wraps them in the
+# ChatML turns SmolLM2-Instruct was tuned on; `plain` is the paper's base-model layout.
+TASKS = {
+    "cnn_dm": {"label": "News article:", "context": "article", "reference": "highlights"},
+    "pubmedqa": {"label": "Document:", "context": "context", "reference": "long_answer"},
+}
+CNN_QUERY = "Summary of the above news article:"
+CHAT_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+
+
+def _text(value) -> str:
+    # HF PubMedQA stores the abstract as {"contexts": [...], ...}.
+    if isinstance(value, dict) and "contexts" in value:
+        return " ".join(value["contexts"])
+    return str(value)
+
+
+def s0_prompt(
+    tokenizer, record: dict, corpus: str, template: str, context_tokens: int | None
+) -> tuple[ContextPrompt, str]:
+    """(prompt, reference) for one CNN/DM or PubMedQA record; the context keeps its first
+    `context_tokens` tokens (None: all of them)."""
+    require(corpus in TASKS, f"corpus '{corpus}' has no S0 task; allowed: {', '.join(TASKS)}")
+    require(template in ("chat", "plain"), f"template '{template}' is unknown; use chat|plain")
+    task = TASKS[corpus]
+    query = CNN_QUERY if corpus == "cnn_dm" else _text(record["question"])
+    if template == "chat":
+        head = CHAT_SYSTEM + task["label"]
+        tail = f"\n\n{query}<|im_end|>\n<|im_start|>assistant\n"
+    else:
+        head, tail = task["label"], f"\n{query}\n"
+    prompt = encode_context_prompt(
+        tokenizer,
+        head,
+        " " + _text(record[task["context"]]).strip(),
+        tail,
+        max_context_tokens=context_tokens,
+    )
+    return prompt, _text(record[task["reference"]])

@@ -8,62 +8,13 @@ is supported and gives the same numbers because position ids follow the attentio
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
+from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids, repeat_cache
 from privleak.errors import require
-from privleak.models import context_window, real_logits
-
-
-@dataclass
-class ForwardCounter:
-    """Counts the token positions fed through the model, padding included (that is the cost)."""
-
-    tokens: int = 0
-    calls: int = 0
-
-    def add(self, batch: int, length: int) -> None:
-        self.tokens += batch * length
-        self.calls += 1
-
-
-def check_fits(model, lengths: Sequence[int], what: str = "prompt + continuation") -> None:
-    """One-line error when any sequence exceeds the model window (callers truncate by param)."""
-    window = context_window(model)
-    longest = max(lengths, default=0)
-    require(
-        longest <= window,
-        f"{what} has {longest} tokens but the model window is {window}; "
-        "shorten the context or set a truncation param",
-    )
-
-
-def truncate_left(ids: Sequence[int], max_tokens: int) -> list[int]:
-    """Keep the last max_tokens ids: a long context loses its oldest tokens."""
-    require(max_tokens >= 1, f"max_tokens must be >= 1, got {max_tokens}")
-    return list(ids[-max_tokens:])
-
-
-def _pad(
-    rows: Sequence[Sequence[int]], pad_id: int, side: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """[B, L] ids and attention mask for ragged rows, padded on `side`."""
-    length = max(len(row) for row in rows)
-    ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), length), dtype=torch.long)
-    for i, row in enumerate(rows):
-        span = slice(0, len(row)) if side == "right" else slice(length - len(row), length)
-        ids[i, span] = torch.tensor(row, dtype=torch.long)
-        mask[i, span] = 1
-    return ids, mask
-
-
-def _positions(mask: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    """Position ids that count only real tokens, so left padding does not shift positions."""
-    return (mask.cumsum(-1) - 1).clamp(min=0) + offset
+from privleak.models import real_logits
 
 
 @torch.inference_mode()
@@ -94,7 +45,7 @@ def continuation_logprobs(
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
         rows = [list(prompts[i]) + list(continuations[i]) for i in batch]
-        ids, mask = _pad(rows, pad_id, padding_side)
+        ids, mask = pad_rows(rows, pad_id, padding_side)
         length = ids.shape[1]
         # Row i scores positions [first_i, first_i + len(cont_i)) of the padded row.
         firsts = [
@@ -105,7 +56,7 @@ def continuation_logprobs(
         out = model(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
-            position_ids=_positions(mask).to(device),
+            position_ids=position_ids(mask).to(device),
             logits_to_keep=keep,
             use_cache=False,
         )
@@ -118,13 +69,6 @@ def continuation_logprobs(
             rows_at = torch.arange(len(targets), device=device) + firsts[k] - offset
             results[i] = logprobs[k, rows_at, targets].cpu()
     return results
-
-
-def _repeat_cache(cache, batch: int):
-    """A fresh copy of a batch-1 KV cache, repeated along the batch (forwards extend in place)."""
-    forked = copy.deepcopy(cache)
-    forked.batch_repeat_interleave(batch)
-    return forked
 
 
 @torch.inference_mode()
@@ -167,7 +111,7 @@ def shared_prefix_logprobs(
         # prefix logits alone; a zero-length batch cannot be forwarded.
         logprobs, offset = None, 0
         if max(len(row) for row in rows) > 0:
-            ids, mask = _pad([row or [pad_id] for row in rows], pad_id, "right")
+            ids, mask = pad_rows([row or [pad_id] for row in rows], pad_id, "right")
             mask = mask * torch.tensor([[bool(row)] for row in rows], dtype=torch.long)
             full_mask = torch.cat([torch.ones(len(rows), n_prefix, dtype=torch.long), mask], dim=1)
             offset = max(0, min(len(suffixes[i]) for i in range(start, start + len(rows))) - 1)
@@ -175,7 +119,7 @@ def shared_prefix_logprobs(
                 input_ids=ids.to(device),
                 attention_mask=full_mask.to(device),
                 position_ids=(torch.arange(ids.shape[1]) + n_prefix).expand_as(ids).to(device),
-                past_key_values=_repeat_cache(prefix_out.past_key_values, len(rows)),
+                past_key_values=repeat_cache(prefix_out.past_key_values, len(rows)),
                 logits_to_keep=ids.shape[1] - offset,
                 use_cache=True,
             )

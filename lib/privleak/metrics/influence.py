@@ -23,11 +23,11 @@ import torch
 from torch.nn.functional import pad
 from transformers import DynamicCache
 
+from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
 from privleak.cid import block_eos, bounded_lambda, check_lam, check_temperature, cid_logprobs
 from privleak.errors import require
 from privleak.models import real_logits
 from privleak.prompts import ContextPrompt
-from privleak.scoring import ForwardCounter, _pad, _positions, check_fits
 
 Mechanism = Callable[[torch.Tensor], torch.Tensor]
 """Maps ablated-context log-probs [B, T, V] at the response positions to decoding log-probs."""
@@ -206,7 +206,7 @@ def ngram_logprobs(
     budget = batch_size * max(len(row) for row in rows)
     for bucket in _buckets(prefixes, suffixes, batch_size, budget):
         cached = [prefixes[k] for k in bucket]
-        ids, mask = _pad([rows[k][prefixes[k] :] for k in bucket], pad_id, "right")
+        ids, mask = pad_rows([rows[k][prefixes[k] :] for k in bucket], pad_id, "right")
         slots = max(cached)
         past = None
         if slots >= 1:  # mask layout [cache slots | new tokens]
@@ -214,7 +214,7 @@ def ngram_logprobs(
             in_cache = torch.arange(slots) >= slots - torch.tensor(cached)[:, None]
             mask = torch.cat([in_cache.long(), mask], dim=1)
         # Positions count real tokens only: row k's new tokens start at prefixes[k].
-        positions = _positions(mask)[:, slots:]
+        positions = position_ids(mask)[:, slots:]
         starts = [firsts[k] - prefixes[k] for k in bucket]  # in the new tokens
         keep = ids.shape[1] - min(starts)  # logits only from the earliest predicting position
         out = model(

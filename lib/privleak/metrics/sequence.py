@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from privleak.batching import ForwardCounter, pad_rows, position_ids
 from privleak.decoding import (
     Transform,
     greedy,
@@ -40,7 +41,6 @@ from privleak.decoding import (
 )
 from privleak.errors import require
 from privleak.models import context_window, real_logits
-from privleak.scoring import ForwardCounter, _pad, _positions
 
 DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")
 TRENDS = (
@@ -184,13 +184,14 @@ def suffix_logprobs(
     order = sorted(range(len(prefixes)), key=lambda i: -(len(prefixes[i]) + len(suffixes[i])))
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        ids, mask = _pad([list(prefixes[i]) + list(suffixes[i]) for i in batch], pad_id, "right")
+        rows = [list(prefixes[i]) + list(suffixes[i]) for i in batch]
+        ids, mask = pad_rows(rows, pad_id, "right")
         firsts = [len(prefixes[i]) - 1 for i in batch]  # logits here predict the first suffix token
         keep = ids.shape[1] - min(firsts)
         out = model(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
-            position_ids=_positions(mask).to(device),
+            position_ids=position_ids(mask).to(device),
             logits_to_keep=keep,
             use_cache=False,
         )
@@ -449,12 +450,12 @@ class _Tree:
         """(leaves per sequence as (tokens, log ESP, mismatch positions), ignored mass per
         sequence) of B sequences with equal suffix length m."""
         device = self.model.device
-        ids, mask = _pad(prefixes, pad_id, "left")
+        ids, mask = pad_rows(prefixes, pad_id, "left")
         mask = mask.to(device)
         out = self.model(
             input_ids=ids.to(device),
             attention_mask=mask,
-            position_ids=_positions(mask),
+            position_ids=position_ids(mask),
             logits_to_keep=1,
             use_cache=True,
         )
