@@ -138,10 +138,11 @@ def standard_transforms(
 
 
 def sampling_logprobs(logits: torch.Tensor, transforms: Sequence[Transform]) -> torch.Tensor:
-    """Log-probs [..., V] of the decoder's modified distribution (truncated, renormalised)."""
+    """Log-probs [..., V] of the decoder's modified distribution (truncated, renormalised), in
+    float32, or float64 when the logits are float64."""
     for transform in transforms:
         logits = transform(logits)
-    return torch.log_softmax(logits.float(), dim=-1)
+    return torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)
 
 
 NUCLEUS_CANDIDATES = 1024

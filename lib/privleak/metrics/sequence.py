@@ -518,7 +518,9 @@ class _Tree:
         the viable children at position j, correct-token children first; adds the Appendix A
         mass of the ignored alternatives to self.ignored."""
         n, m = self.n, self.suffixes.shape[1]
-        lp = sampling_logprobs(logits, self.transforms).double()
+        # float64 before the softmax: float32 probabilities can sum above 1 by ~1e-5, and the
+        # Appendix A bound is the small remainder 1 - (mass taken), so it would drift negative.
+        lp = sampling_logprobs(logits.double(), self.transforms)
         target = self.suffixes[nodes.owner, j]
         remaining = m - j - 1  # positions left after this one
         target_lp = lp.gather(-1, target[:, None])[:, 0]
