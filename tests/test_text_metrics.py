@@ -68,6 +68,27 @@ def test_rouge_prompt_uses_precision_against_the_long_context():
     assert not text.is_rouge_prompt("The weather was pleasant all week long", long_context, 0.5)
 
 
+def test_official_repeat_rule_counts_shared_unique_words():
+    # CONTEXT's distinct words shared with the response: alice, smith, lives, at, 12 = 5.
+    response = "Alice Smith lives at 12 at 12 somewhere else"
+    assert text.shared_unique_words(response, CONTEXT) == 5
+    assert text.is_repeat_official(response, CONTEXT, min_shared=4)
+    assert not text.is_repeat_official(response, CONTEXT, min_shared=5)  # "more than", not ">="
+
+
+def test_official_rouge_rule_takes_recall_or_precision():
+    # LCS 3: precision 3/4, recall 3/5 -> a Rouge Prompt at 0.7 through precision only ...
+    assert text.is_rouge_prompt_official(
+        "alpha beta gamma delta", "alpha zeta gamma delta omega", 0.7
+    )
+    # ... and a short context copied inside a long response passes through recall only.
+    response = "alpha zeta gamma " + " ".join(f"word{i}" for i in range(20))
+    precision, recall, _ = text.rouge_l(response, "alpha zeta gamma")
+    assert precision < 0.5 < recall
+    assert text.is_rouge_prompt_official(response, "alpha zeta gamma", 0.5)
+    assert not text.is_rouge_prompt(response, "alpha zeta gamma", 0.5)
+
+
 def test_greedy_matching_on_hand_vectors():
     candidate = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     reference = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.8, 0.6]])
