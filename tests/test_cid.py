@@ -153,6 +153,20 @@ def test_responses_depend_on_example_and_setting_only(tiny_lm):
     assert torch.allclose(both.tau[3, : alone.tau.shape[1]], alone.tau[0], atol=1e-5)
 
 
+def test_count_eos_false_stops_before_eos_and_drops_only_its_influence(tiny_lm):
+    prompts, settings = _prompts(), [(0.5, 2.0), (1.5, 2.0)]
+    kwargs = {"max_new_tokens": 12, "min_new_tokens": 1, "eos_token_id": 2, "seed": 4}
+    counted = cid_generate(tiny_lm, prompts, settings, **kwargs)
+    stopped = cid_generate(tiny_lm, prompts, settings, count_eos=False, **kwargs)
+    ended = [g for g, ids in enumerate(counted.token_lists()) if ids and ids[-1] == 2]
+    assert ended, "the fixture must produce at least one response that ends with EOS"
+    for g, ids in enumerate(counted.token_lists()):
+        cut = len(ids) - (g in ended)
+        assert stopped.token_lists()[g] == ids[:cut]
+        assert torch.equal(stopped.tau[g, :cut], counted.tau[g, :cut])
+        assert float(stopped.tau[g, cut:].abs().sum()) == 0.0
+
+
 def test_recorded_influence_equals_a_teacher_forced_recomputation(tiny_lm):
     prompts, settings = _prompts(), [(1.5, 0.8), (0.5, 1.2)]
     gen = cid_generate(

@@ -234,6 +234,7 @@ def cid_generate(
     eps: Sequence[float] | float | None = None,
     example_ids: Sequence | None = None,
     max_batch_streams: int | None = None,
+    count_eos: bool = True,
 ) -> CIDGeneration:
     """Sample a CID response for every (prompt, (λ, T)) pair in one decode call.
 
@@ -243,6 +244,10 @@ def cid_generate(
     The response to (example_ids[i], λ, T, ε) depends only on those and `seed` (default ids:
     prompt positions), never on the other prompts or on `max_batch_streams` (the memory budget:
     streams decoded at once, two per response).
+
+    `count_eos` decides whether a response that ends with EOS keeps that token: True counts its
+    influence in τ (EOS is a sampled token like any other); False stops before it, as the
+    official decoder does. The sampled tokens are the same either way.
     """
     require(len(prompts) >= 1, "cid_generate needs at least one prompt")
     require(len(settings) >= 1, "cid_generate needs at least one (lam, temperature) setting")
@@ -300,11 +305,17 @@ def cid_generate(
     # log softmax(o/T)_y = (log p_raw(y|∅))/T − logsumexp(log p_raw(·|∅)/T); EOS blocking enters
     # through the recorded normaliser.
     logp_prior = stream_logp[:, 1] / temps_t - out.records["prior_lse"]
-    alive = torch.arange(steps)[None, :] < out.lengths[:, None]
+    lengths, tokens = out.lengths, out.tokens
+    if not count_eos and eos_token_id is not None:
+        last = tokens.gather(1, (lengths - 1).clamp(min=0)[:, None])[:, 0]
+        ended = (lengths > 0) & (last == eos_token_id)
+        lengths = lengths - ended.long()
+        tokens = tokens.masked_fill(torch.arange(steps)[None, :] >= lengths[:, None], pad_id)
+    alive = torch.arange(steps)[None, :] < lengths[:, None]
     tau = torch.where(alive, (out.sample_logprobs - logp_prior).abs(), torch.zeros(()))
     return CIDGeneration(
-        tokens=out.tokens,
-        lengths=out.lengths,
+        tokens=tokens,
+        lengths=lengths,
         logp_context=out.sample_logprobs,
         logp_prior=torch.where(alive, logp_prior, torch.zeros(())),
         stream_logp=stream_logp,
