@@ -21,7 +21,7 @@ import pandas as pd
 
 from privleak import paths
 from privleak.figures import save_figure, save_table
-from privleak.metrics import sequence as seq
+from privleak.metrics import esp_summary as seq
 
 FIG = paths.FIGURES / "s1"
 FORMATS = tuple(figures["formats"])

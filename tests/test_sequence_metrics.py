@@ -12,6 +12,7 @@ import torch
 
 from privleak import data, decoding, models
 from privleak.errors import PrivleakError
+from privleak.metrics import esp_summary
 from privleak.metrics import sequence as seq
 from privleak.scoring import continuation_logprobs
 from privleak.training import family
@@ -242,12 +243,12 @@ def test_padded_vocabulary_rows_get_zero_probability_and_are_never_expanded():
 
 def test_leak_curves_by_hand():
     log_esps = np.array([0.0, math.log(0.5), math.log(0.1), -np.inf])
-    assert seq.leaked_paper(log_esps, [1, 3, 10, 11]).tolist() == [0.25, 0.5, 0.75, 0.75]
+    assert esp_summary.leaked_paper(log_esps, [1, 3, 10, 11]).tolist() == [0.25, 0.5, 0.75, 0.75]
     want_2 = np.mean([1.0, 1 - 0.5**2, 1 - 0.9**2, 0.0])
-    assert seq.leaked_expected(log_esps, [1, 2]) == pytest.approx([0.4, want_2])
+    assert esp_summary.leaked_expected(log_esps, [1, 2]) == pytest.approx([0.4, want_2])
     greedy = np.array([0.0, -np.inf, 0.0])  # greedy ESPs are indicators: a flat curve
-    assert set(seq.leaked_paper(greedy, range(1, 101)).round(6)) == {round(2 / 3, 6)}
-    np.testing.assert_allclose(seq.leaked_expected(greedy, range(1, 101)), 2 / 3)
+    assert set(esp_summary.leaked_paper(greedy, range(1, 101)).round(6)) == {round(2 / 3, 6)}
+    np.testing.assert_allclose(esp_summary.leaked_expected(greedy, range(1, 101)), 2 / 3)
 
 
 def test_monte_carlo_with_the_real_sampler_matches_the_closed_form():
@@ -266,11 +267,10 @@ def test_monte_carlo_with_the_real_sampler_matches_the_closed_form():
     # Leaked within X samples: averaged over disjoint blocks of X samples.
     x = 5
     blocks = hits[: runs // x * x].view(-1, x).amax(-1)
-    expected = seq.leaked_expected(log_esp, [x])[0]
+    expected = esp_summary.leaked_expected(log_esp, [x])[0]
     assert abs(blocks.mean().item() - expected) < 4 * math.sqrt(
         expected * (1 - expected) / len(blocks)
     )
-    assert seq.first_leak(out.tokens, suffix) == int(hits.nonzero()[0, 0]) + 1
 
 
 @pytest.mark.parametrize(
@@ -285,17 +285,19 @@ def test_monte_carlo_with_the_real_sampler_matches_the_closed_form():
         ([1, 5, 3], ("Inverted-U Inc",)),
         ([2, 0, 9, 3], ("U-Shaped Inc", "Inverted-U Inc")),
         ([4, 9, 0, 3], ("U-Shaped Dec", "Inverted-U Dec")),
-        ([-np.inf, -3.0, -np.inf], (seq.FLAT,)),
+        ([-np.inf, -3.0, -np.inf], (esp_summary.FLAT,)),
         ([-np.inf, -3.0, -1.0], ("Straight Inc",)),
     ],
 )
 def test_trend_types_on_constructed_series(series, labels):
-    assert seq.classify_trend(series) == labels
+    assert esp_summary.classify_trend(series) == labels
 
 
 def test_easier_with_smaller():
-    assert seq.easier_with_smaller([1, 3, 2]) and seq.easier_with_smaller([3, 2, 1])
-    assert not seq.easier_with_smaller([1, 2, 3]) and not seq.easier_with_smaller([2, 2])
+    assert esp_summary.easier_with_smaller([1, 3, 2]) and esp_summary.easier_with_smaller([3, 2, 1])
+    assert not esp_summary.easier_with_smaller([1, 2, 3]) and not esp_summary.easier_with_smaller(
+        [2, 2]
+    )
 
 
 def test_decoder_specs_build_the_modified_distributions():
@@ -329,8 +331,8 @@ def test_decoder_specs_build_the_modified_distributions():
         (lambda: seq.decoder_transforms({"name": "p", "kind": "top_p", "value": 0}), "top_p"),
         (lambda: seq.decoder_transforms({"name": "t", "kind": "temperature", "value": 0}), "> 0"),
         (lambda: seq.decoder_transforms({"name": "x", "kind": "beam"}), "allowed: greedy"),
-        (lambda: seq.leaked_paper(np.array([]), [1]), "empty"),
-        (lambda: seq.classify_trend([1.0]), ">= 2 points"),
+        (lambda: esp_summary.leaked_paper(np.array([]), [1]), "empty"),
+        (lambda: esp_summary.classify_trend([1.0]), ">= 2 points"),
     ],
 )
 def test_bad_input_is_a_one_line_error(call, match):
