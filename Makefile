@@ -7,7 +7,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce smoke test lint lab bench report clean-venv
+.PHONY: setup reproduce repro smoke test lint lab bench report clean-venv
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ $(STAMP): requirements.txt pyproject.toml
 reproduce: setup
 	$(PY) -m privleak.params check
 	dvc repro
+
+# Any dvc repro, as typed: make repro ARGS="-s s0_text".
+repro: setup
+	dvc repro $(ARGS)
 
 smoke: setup
 	$(PY) -m privleak.params run smoke -- dvc repro
@@ -42,8 +46,9 @@ bench: setup
 report: setup
 	dvc repro gallery
 
+# Jupyter refuses to start as root without --allow-root (containers often run as root).
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import yaml
@@ -64,56 +62,6 @@ def test_unknown_profile_is_one_line_error(tmp_path):
 def test_missing_key_names_the_key():
     with pytest.raises(PrivleakError, match="no key 'embedded.nope'"):
         params.lookup(params.load(), "embedded.nope")
-
-
-def run_stage(root, notebook_body: str):
-    """Run a one-stage project through the stage runner in a subprocess."""
-    (root / "notebooks").mkdir()
-    (root / "params.yaml").write_text("profile: smoke\nseed: 3\nsmoke: {toy: {n: 2}}\n")
-    dvc = {"stages": {"toy": {"cmd": "x", "params": ["seed", "${profile}.toy"], "outs": ["out"]}}}
-    (root / "dvc.yaml").write_text(yaml.safe_dump(dvc))
-    (root / "notebooks" / "toy.py").write_text(textwrap.dedent(notebook_body))
-    env = {"PRIVLEAK_ROOT": str(root), "PATH": "/usr/bin:/bin", "HOME": str(root)}
-    return subprocess.run(
-        [sys.executable, "-m", "privleak.stage", "toy"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-NOTEBOOK_HEAD = """\
-# %% tags=["parameters"]
-seed = 0
-toy = {}
-
-# %%
-import pathlib
-"""
-
-
-def test_stage_runner_injects_declared_params_and_writes_reports(tmp_path):
-    body = NOTEBOOK_HEAD + 'pathlib.Path("out").write_text(f"{seed} {toy[\'n\']}")\n'
-    result = run_stage(tmp_path, body)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "out").read_text() == "3 2"
-    assert (tmp_path / "reports" / "toy" / "toy.html").exists()
-    assert not (tmp_path / "notebooks" / "toy.ipynb").exists()
-
-
-def test_failed_stage_is_one_line_and_leaves_no_output(tmp_path):
-    body = NOTEBOOK_HEAD + (
-        'pathlib.Path("out").write_text("partial")\n'
-        "from privleak.errors import PrivleakError\n"
-        'raise PrivleakError("toy.n must be >= 5, got 2")\n'
-    )
-    result = run_stage(tmp_path, body)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("privleak: error: stage 'toy' failed: PrivleakError: toy.n must")
-    assert not (tmp_path / "out").exists()
 
 
 def test_run_with_profile_switches_then_restores(tmp_path, monkeypatch):

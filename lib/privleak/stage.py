@@ -1,42 +1,287 @@
-"""Run one dvc.yaml stage's notebook: `python -m privleak.stage <stage>`.
+"""Run one dvc.yaml stage's notebook: `python -m privleak.stage <stage>` (or `scripts/stage`).
 
 The notebook is notebooks/<stage>.py (jupytext py:percent). It receives only the params the stage
 declares, injected by papermill after its `parameters` cell. The executed copy is written to
-reports/<stage>/<stage>.ipynb and .html, never over the source. On failure the stage's
-declared outputs are removed, so nothing half-written looks complete, and the error is one line.
+reports/<stage>/<stage>.ipynb and .html, never over the source.
+
+A run is all or nothing. The stage's existing declared outputs are moved aside to
+.privleak/previous/<stage>/ first (DVC has usually removed them already; a manual run has not).
+Success deletes the moved-aside copies. Any other ending removes what the run wrote and moves the
+previous outputs back, so the workspace is exactly as before; the kernel and every process it
+started are stopped. Every ending but success prints one line on stderr:
+
+- a cell raised, the kernel died, a cell ran past --timeout, or the kernel failed to start:
+  `privleak: error: stage 's' failed: <Error>: <first line> (see reports/failed/s.ipynb)`,
+  exit 2; the executed notebook is kept at reports/failed/<stage>.ipynb, outside every output.
+- SIGINT (Ctrl-C), SIGTERM or SIGHUP, or the death of the process that launched the runner
+  (handled as SIGTERM): `privleak: error: stage 's' interrupted (SIGINT); partial outputs
+  removed`, exit 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells do.
+- bad params or stage name: the PrivleakError's line, exit 2, nothing touched.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
+from pathlib import Path
+
+import psutil
 
 from privleak import params as params_module
 from privleak import paths
 from privleak.errors import PrivleakError, require
 
+EXIT_ERROR = 2
+_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_SHELLS = {"sh", "dash", "bash", "zsh", "ksh"}
+_POLL_S = 0.5
+_STOP_GRACE_S = 3.0
+_WORKER_GRACE_S = 10.0
 
-def _remove(outputs) -> None:
-    for output in outputs:
-        if output.is_dir():
-            shutil.rmtree(output)
-        elif output.exists():
-            output.unlink()
+
+class Interrupted(BaseException):
+    """A signal ended the run. A BaseException, so no `except Exception` in papermill, nbclient
+    or jupyter_client can swallow it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
-def run(stage: str, profile: str | None = None) -> None:
-    """Execute the stage notebook with its declared params; raise PrivleakError on failure.
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread, but only inside
+    `armed()`; outside it (moving outputs, cleaning up) the first one is remembered and raised
+    when next armed, so no move of outputs stops half-way."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._armed = False
+
+    def install(self) -> None:
+        for signum in _ENDING_SIGNALS:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame) -> None:
+        self.received = self.received or signum
+        if self._armed:
+            self._armed = False
+            raise Interrupted(self.received)
+
+    @contextlib.contextmanager
+    def armed(self):
+        self._armed = True
+        try:
+            self._raise_received()
+            yield
+            self._raise_received()  # a library swallowed the Interrupted
+        finally:
+            self._armed = False
+
+    def _raise_received(self) -> None:
+        if self.received is not None:
+            raise Interrupted(self.received)
+
+
+_SIGNALS = _Signals()
+
+
+def _launchers() -> list[psutil.Process]:
+    """The runner's parent and, while that is a `sh -c` shell, the shell's parent too: dash forks
+    a `-c` command instead of exec'ing it, so when DVC dies its shell lives on, waiting for us."""
+    launchers = [psutil.Process().parent()]
+    with contextlib.suppress(psutil.Error):
+        while launchers[-1] is not None and (
+            launchers[-1].name() in _SHELLS and "-c" in launchers[-1].cmdline()
+        ):
+            launchers.append(launchers[-1].parent())
+    return [process for process in launchers if process is not None]
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _watch_launchers() -> None:
+    """Turn the death of whatever launched the runner into SIGTERM to the runner, so a killed
+    DVC leaves no orphan stage behind: prctl(PR_SET_PDEATHSIG) on Linux, plus a daemon thread
+    that notices reparenting (any OS, and launchers above a `sh -c` shell)."""
+    with contextlib.suppress(OSError, AttributeError):  # no prctl off Linux
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    parent_pid, launchers = os.getppid(), _launchers()
+
+    def poll() -> None:
+        while os.getppid() == parent_pid and all(_alive(p) for p in launchers):
+            time.sleep(_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=poll, name="privleak-launcher-watch", daemon=True).start()
+
+
+def _stop_descendants() -> None:
+    """Terminate the kernel and everything it started; kill what outlives the grace period."""
+    descendants = psutil.Process().children(recursive=True)
+    for process in descendants:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(descendants, timeout=_STOP_GRACE_S)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=_STOP_GRACE_S)
+
+
+def _exists(path: Path) -> bool:
+    return path.is_symlink() or path.exists()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif _exists(path):
+        path.unlink()
+
+
+class _Outputs:
+    """A stage's declared outputs, set aside under .privleak/previous/<stage>/ (same tree, so a
+    rename) before the run, then dropped after a success or moved back after any failure."""
+
+    def __init__(self, stage: str, outputs: list[Path]):
+        self.stage = stage
+        self.outputs = outputs
+        self.aside = paths.ROOT / ".privleak" / "previous" / stage
+
+    def _kept(self, output: Path) -> Path:
+        return self.aside / output.relative_to(paths.ROOT)
+
+    def set_aside(self) -> None:
+        """Move existing outputs aside. A copy already there was left by a run that was killed
+        outright (SIGKILL): it is the last good output, and the one in place that run's partial
+        output, so the copy stays and the partial output goes."""
+        for output in self.outputs:
+            kept = self._kept(output)
+            if _exists(kept):
+                _say(
+                    f"privleak: warning: stage '{self.stage}': {_shown(kept)} was left by a killed"
+                    " run; keeping it as the previous output"
+                )
+                _remove(output)
+            elif _exists(output):
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(output, kept)
+
+    def drop(self) -> None:
+        _remove(self.aside)
+
+    def restore(self, started: bool) -> None:
+        """Put every set-aside output back; remove the others too if the notebook started."""
+        for output in self.outputs:
+            kept = self._kept(output)
+            if started or _exists(kept):
+                _remove(output)
+            if _exists(kept):
+                output.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(kept, output)
+        _remove(self.aside)
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the project root where it is inside it."""
+    return str(path.relative_to(paths.ROOT)) if paths.ROOT in path.parents else str(path)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, which may be a pipe whose reader (a killed DVC) is gone."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
+class _QuietNbclient(logging.Filter):
+    """Drops nbclient's log lines ("Kernel died while waiting for execute reply.", "Timeout
+    waiting for execute reply"): each announces a failure that it then raises, and the runner
+    reports that failure in its one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "nbclient" not in Path(record.pathname).parts
+
+
+def _papermill(notebook, executed: Path, values: dict, timeout: float | None) -> None:
+    import papermill
+    import zmq
+    from traitlets.config import Config
+
+    # ipykernel logs "Kernel is running over TCP without encryption" at every start unless the
+    # kernel manager provisions CurveZMQ keys; the python3 kernelspec declares curve support.
+    encryption = "auto" if zmq.has("curve") else "disabled"
+    papermill.execute_notebook(
+        notebook,
+        str(executed),
+        parameters=values,
+        kernel_name="python3",
+        language="python",
+        cwd=str(paths.ROOT),
+        progress_bar=False,
+        log_output=False,
+        config=Config({"KernelManager": {"transport_encryption": encryption}}),
+        # jupyter_client interrupts the kernel before shutting it down, and ipykernel logs that
+        # KeyboardInterrupt (or its closed sockets, if it was busy) at ERROR on the console.
+        # The kernel's own log is about its messaging, never about the notebook's cells.
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+        execution_timeout=timeout,
+    )
+
+
+def _execute(notebook, executed: Path, values: dict, timeout: float | None) -> None:
+    """Run the notebook into `executed` in a worker thread while the main thread waits, so a
+    signal raises Interrupted here rather than half-way through papermill, nbclient or zmq."""
+    failures: list[Exception] = []
+
+    def work() -> None:
+        try:
+            _papermill(notebook, executed, values, timeout)
+        except Exception as error:
+            failures.append(error)
+
+    worker = threading.Thread(target=work, name="privleak-notebook", daemon=True)
+    worker.start()
+    try:
+        worker.join()
+    except Interrupted:
+        _stop_descendants()  # the worker sees its kernel die, saves the notebook and returns
+        worker.join(_WORKER_GRACE_S)
+        raise
+    if failures:
+        raise failures[0]
+
+
+def _failure(error: Exception) -> str:
+    """`<Error>: <first line of its message>` for a cell's exception or the runner's own."""
+    import papermill
+
+    if isinstance(error, papermill.PapermillExecutionError):
+        name, value = error.ename, str(error.evalue)
+    else:
+        name, value = type(error).__name__, str(error)
+    lines = value.strip().splitlines()
+    return f"{name}: {lines[0]}" if lines else name
+
+
+def _load(stage: str, profile: str | None):
+    """The stage's declared param values, its outputs and its notebook; PrivleakError if bad.
 
     `profile` overrides params.yaml's selection for a manual run (dvc.yaml never passes it).
     """
-    import jupytext
-    import nbformat
-    import papermill
-    from nbconvert import HTMLExporter
-
     params = params_module.load()
     if profile is not None:
         require(
@@ -45,52 +290,87 @@ def run(stage: str, profile: str | None = None) -> None:
         )
         params["profile"] = profile
     values = params_module.stage_params(stage, params)
-    outputs = params_module.stage_outputs(stage, params)
+    outputs = _Outputs(stage, params_module.stage_outputs(stage, params))
     source = paths.NOTEBOOKS / f"{stage}.py"
     require(source.exists(), f"stage '{stage}' has no notebook {source}")
+    import jupytext
+
     notebook = jupytext.read(source)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    _remove(outputs)
-    report_dir = paths.REPORTS / stage
+    return values, outputs, notebook
+
+
+def _publish(executed: Path, report_dir: Path) -> None:
+    """Move the executed notebook into reports/<stage>/, next to its HTML rendering."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
     report_dir.mkdir(parents=True, exist_ok=True)
-    executed_path = report_dir / f"{stage}.ipynb"
+    (report_dir / f"{report_dir.name}.html").write_text(html)
+    shutil.move(executed, report_dir / f"{report_dir.name}.ipynb")
+
+
+def run(stage: str, profile: str | None = None, timeout: float | None = None) -> None:
+    """Execute the stage notebook with its declared params, all or nothing.
+
+    Raises PrivleakError (a failed cell, dead kernel, cell timeout, bad params) or Interrupted;
+    either way the declared outputs are as before the call. `timeout` bounds each cell, seconds.
+    """
+    values, outputs, notebook = _load(stage, profile)
+    failed = paths.REPORTS / "failed" / f"{stage}.ipynb"
+    # Executed outside the outputs: a worker still saving it after an interruption cannot
+    # overwrite the restored previous outputs.
+    scratch = paths.ROOT / ".privleak" / "running" / f"{stage}.ipynb"
     # The kernel inherits these: no tokenizer thread pool, and OpenMP threads that sleep instead
     # of spinning between ops (spinning made forwards ~3x slower on a shared 2-core machine).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    logging.getLogger("papermill").addFilter(_QuietNbclient())
     started = time.perf_counter()
+    began = False
     try:
-        papermill.execute_notebook(
-            notebook,
-            str(executed_path),
-            parameters=values,
-            kernel_name="python3",
-            language="python",
-            cwd=str(paths.ROOT),
-            progress_bar=False,
-            log_output=False,
-        )
-    except papermill.PapermillExecutionError as error:
-        _remove(outputs)
-        message = str(error.evalue).strip().splitlines()[-1] if str(error.evalue).strip() else ""
-        raise PrivleakError(
-            f"stage '{stage}' failed: {error.ename}: {message} (see {executed_path})"
-        ) from None
-    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed_path, as_version=4))
-    (report_dir / f"{stage}.html").write_text(html)
-    print(f"stage {stage}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        _remove(failed)
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        outputs.set_aside()
+        with _SIGNALS.armed():
+            began = True
+            _execute(notebook, scratch, values, timeout)
+            _publish(scratch, paths.REPORTS / stage)
+    except (Interrupted, Exception) as ending:
+        _stop_descendants()
+        kept = not isinstance(ending, Interrupted) and scratch.exists()
+        if kept:
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(scratch, failed)
+        outputs.restore(began)
+        if isinstance(ending, Interrupted):
+            raise
+        see = f" (see {_shown(failed)})" if kept else ""
+        raise PrivleakError(f"stage '{stage}' failed: {_failure(ending)}{see}") from None
+    _stop_descendants()
+    outputs.drop()
+    _say(f"stage {stage}: {time.perf_counter() - started:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
+    _SIGNALS.install()
+    _watch_launchers()
     parser = argparse.ArgumentParser(description="Run one dvc.yaml stage notebook.")
     parser.add_argument("stage")
     parser.add_argument("--profile", help="override params.yaml's profile for a manual run")
+    parser.add_argument("--timeout", type=float, help="fail any cell that runs longer (seconds)")
     args = parser.parse_args(argv)
     try:
-        run(args.stage, args.profile)
+        run(args.stage, args.profile, args.timeout)
+    except Interrupted as ending:
+        _say(
+            f"privleak: error: stage '{args.stage}' interrupted ({ending}); partial outputs removed"
+        )
+        return 128 + ending.signum
     except PrivleakError as error:
-        print(f"privleak: error: {error}", file=sys.stderr)
-        return 2
+        _say(f"privleak: error: {error}")
+        return EXIT_ERROR
     return 0
 
 

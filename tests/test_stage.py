@@ -1,0 +1,290 @@
+"""The stage runner and scripts/stage: every ending leaves the workspace as before, stops the
+kernel and its children, and prints one line.
+
+Each test builds a one-stage project in tmp_path from a copy of the real params.yaml and a toy
+notebook, and runs it through scripts/stage in a subprocess, as DVC would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WRAPPER = REPO / "scripts" / "stage"
+OUTS = ["out", "extra", "reports/toy"]
+HEAD = """\
+# %% tags=["parameters"]
+seed = 0
+figures = {}
+
+# %%
+import json, os, pathlib, subprocess, sys, time
+pathlib.Path("out").write_text("partial")
+pathlib.Path("extra").write_text("partial")
+"""
+# Writes "<child> <kernel> <runner>" pids once the child runs, then sleeps for the test's signal.
+SLEEPS = """\
+child = subprocess.Popen(["sleep", "60"])
+pathlib.Path("pids.tmp").write_text(f"{child.pid} {os.getpid()} {os.getppid()}")
+os.replace("pids.tmp", "pids")
+time.sleep(60)
+"""
+RESTORED = "partial outputs removed"
+
+
+def toy_project(root: Path, body: str) -> dict[str, bytes]:
+    """A project whose stage `toy` declares seed, figures and OUTS; `out` and an old report
+    exist (as after an earlier run), `extra` does not. Returns those previous outputs."""
+    shutil.copy(REPO / "params.yaml", root / "params.yaml")
+    stage = {"cmd": "scripts/stage toy", "params": ["seed", "figures"], "outs": OUTS}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"toy": stage}}))
+    (root / "notebooks").mkdir()
+    (root / "notebooks" / "toy.py").write_text(HEAD + textwrap.dedent(body))
+    (root / "reports" / "toy").mkdir(parents=True)
+    (root / "out").write_bytes(b"previous \x00\xff bytes")
+    (root / "reports" / "toy" / "toy.ipynb").write_text("earlier executed notebook")
+    return outputs(root)
+
+
+def outputs(root: Path) -> dict[str, bytes]:
+    """Every file under the declared outputs, by path relative to root."""
+    files = {}
+    for name in OUTS:
+        path = root / name
+        for file in [path] if path.is_file() else sorted(path.rglob("*")):
+            if file.is_file():
+                files[str(file.relative_to(root))] = file.read_bytes()
+    return files
+
+
+def environment(root: Path, **extra: str) -> dict[str, str]:
+    """No venv on PATH: scripts/stage must find the interpreter itself."""
+    return {
+        "PRIVLEAK_ROOT": str(root),
+        "PRIVLEAK_PYTHON": sys.executable,
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(root),
+        **extra,
+    }
+
+
+def stage(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [WRAPPER, "toy", *args],
+        cwd=root,
+        env=environment(root),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def wait_for_pids(root: Path, running: subprocess.Popen) -> list[int]:
+    """(child, kernel, runner) pids, once the notebook has started its child."""
+    deadline = time.monotonic() + 60
+    while not (root / "pids").exists():
+        assert running.poll() is None and time.monotonic() < deadline, "the notebook never slept"
+        time.sleep(0.1)
+    return [int(pid) for pid in (root / "pids").read_text().split()]
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether the process exits (or is a zombie) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_success_writes_outputs_and_reports_and_prints_only_its_timing(tmp_path):
+    toy_project(tmp_path, 'pathlib.Path("out").write_text(json.dumps([seed, figures]))\n')
+    (tmp_path / "reports" / "failed").mkdir()
+    (tmp_path / "reports" / "failed" / "toy.ipynb").write_text("an earlier failure")
+    done = stage(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [done.stderr.strip()]  # no kernel TCP warning
+    assert done.stderr.startswith("stage toy: ") and done.stderr.strip().endswith(" s")
+    real = yaml.safe_load((REPO / "params.yaml").read_text())
+    assert json.loads((tmp_path / "out").read_text()) == [real["seed"], real["figures"]]
+    assert (tmp_path / "extra").read_text() == "partial"
+    report = (tmp_path / "reports" / "toy" / "toy.ipynb").read_text()
+    assert json.loads(report)["cells"] and (tmp_path / "reports" / "toy" / "toy.html").exists()
+    assert not (tmp_path / "reports" / "failed" / "toy.ipynb").exists()
+    assert not (tmp_path / ".privleak" / "previous" / "toy").exists()
+    assert not (tmp_path / "notebooks" / "toy.ipynb").exists()
+
+
+def test_cell_error_is_one_line_pointing_at_the_kept_notebook_and_restores(tmp_path):
+    before = toy_project(
+        tmp_path,
+        """\
+        from privleak.errors import PrivleakError
+        raise PrivleakError("toy.n must be >= 5, got 2\\nsecond line")
+        """,
+    )
+    done = stage(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "privleak: error: stage 'toy' failed: PrivleakError: toy.n must be >= 5, got 2"
+        " (see reports/failed/toy.ipynb)\n"
+    )
+    assert "toy.n must be >= 5" in (tmp_path / "reports" / "failed" / "toy.ipynb").read_text()
+    assert outputs(tmp_path) == before
+    assert not (tmp_path / "extra").exists()
+    assert not (tmp_path / ".privleak" / "previous" / "toy").exists()
+
+
+def test_dead_kernel_is_one_line_and_restores(tmp_path):
+    before = toy_project(tmp_path, "os.kill(os.getpid(), 9)\n")
+    done = stage(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "privleak: error: stage 'toy' failed: DeadKernelError: Kernel died"
+        " (see reports/failed/toy.ipynb)\n"
+    )
+    assert outputs(tmp_path) == before
+
+
+def test_cell_timeout_is_one_line_and_stops_the_kernel(tmp_path):
+    before = toy_project(tmp_path, SLEEPS)
+    done = stage(tmp_path, "--timeout", "1")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "privleak: error: stage 'toy' failed: CellTimeoutError: A cell timed out while it was"
+        " being executed, after 1 seconds. (see reports/failed/toy.ipynb)\n"
+    )
+    assert outputs(tmp_path) == before
+    child, kernel, _ = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    assert gone(child) and gone(kernel)
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_signal_stops_kernel_and_children_and_restores(tmp_path, name):
+    before = toy_project(tmp_path, SLEEPS)
+    running = subprocess.Popen(
+        [WRAPPER, "toy"], cwd=tmp_path, env=environment(tmp_path), stderr=subprocess.PIPE, text=True
+    )
+    child, kernel, runner = wait_for_pids(tmp_path, running)
+    assert runner == running.pid  # scripts/stage execs: DVC's child is the runner itself
+    assert (tmp_path / "out").read_text() == "partial"
+    running.send_signal(signal.Signals[name])
+    _, stderr = running.communicate(timeout=30)
+    assert running.returncode == 128 + signal.Signals[name]
+    assert stderr == f"privleak: error: stage 'toy' interrupted ({name}); {RESTORED}\n"
+    assert outputs(tmp_path) == before
+    assert not (tmp_path / "extra").exists()
+    assert not (tmp_path / "reports" / "failed" / "toy.ipynb").exists()
+    assert gone(child) and gone(kernel)
+
+
+@pytest.mark.parametrize(
+    "launch", [["{wrapper}", "toy"], ["sh", "-c", "{wrapper} toy"]], ids=["direct", "sh -c"]
+)
+def test_death_of_the_launcher_stops_the_stage(tmp_path, launch):
+    """A launcher (DVC) killed outright: the runner is its child, or a `sh -c` shell's (dash
+    forks the command and outlives the launcher)."""
+    before = toy_project(tmp_path, SLEEPS)
+    command = [part.format(wrapper=WRAPPER) for part in launch]
+    script = f"import subprocess; subprocess.Popen({command!r}).wait()"
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", script], cwd=tmp_path, env=environment(tmp_path), stderr=stderr
+        )
+        child, kernel, runner = wait_for_pids(tmp_path, launcher)
+        launcher.kill()
+        launcher.wait()
+    assert gone(runner, within=15) and gone(child) and gone(kernel)
+    assert outputs(tmp_path) == before
+    assert (tmp_path / "stderr.txt").read_text() == (
+        f"privleak: error: stage 'toy' interrupted (SIGTERM); {RESTORED}\n"
+    )
+
+
+def test_outputs_left_aside_by_a_killed_run_are_kept_over_its_partial_ones(tmp_path):
+    toy_project(tmp_path, 'raise ValueError("boom")\n')
+    aside = tmp_path / ".privleak" / "previous" / "toy"
+    aside.mkdir(parents=True)
+    (aside / "out").write_text("last good")
+    (tmp_path / "out").write_text("written by a run that was SIGKILLed")
+    done = stage(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0].startswith("privleak: warning: stage 'toy':")
+    assert done.stderr.splitlines()[1].startswith("privleak: error: stage 'toy' failed: Value")
+    assert (tmp_path / "out").read_text() == "last good"
+    assert not aside.exists()
+
+
+def test_bad_stage_name_is_one_line_and_touches_nothing(tmp_path):
+    before = toy_project(tmp_path, "")
+    done = subprocess.run(
+        [WRAPPER, "nope"], cwd=tmp_path, env=environment(tmp_path), capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == "privleak: error: dvc.yaml has no stage 'nope'; stages: toy\n"
+    assert outputs(tmp_path) == before
+
+
+FAKE_PYTHON = '#!/bin/sh\necho "{name} $$ $PYTHONPATH $*" > "$MARKER"\n'
+
+
+@pytest.mark.parametrize("chosen", ["PRIVLEAK_PYTHON", "venv", "python3"])
+def test_wrapper_picks_the_interpreter_without_the_callers_path(tmp_path, chosen):
+    """$PRIVLEAK_PYTHON, else <checkout>/.venv/bin/python, else python3; exec'd, so its pid
+    is the wrapper's."""
+    checkout, bin_dir = tmp_path / "checkout", tmp_path / "bin"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(WRAPPER, checkout / "scripts" / "stage")
+    fakes = {"venv": checkout / ".venv" / "bin" / "python", "python3": bin_dir / "python3"}
+    fakes["PRIVLEAK_PYTHON"] = tmp_path / "chosen-python"
+    for name, fake in fakes.items():
+        if name != "venv" or chosen != "python3":
+            fake.parent.mkdir(parents=True, exist_ok=True)
+            fake.write_text(FAKE_PYTHON.format(name=name))
+            fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "MARKER": str(tmp_path / "marker")}
+    if chosen == "PRIVLEAK_PYTHON":
+        env["PRIVLEAK_PYTHON"] = str(fakes["PRIVLEAK_PYTHON"])
+    wrapper = subprocess.Popen(
+        [checkout / "scripts" / "stage", "toy", "--profile", "smoke"], env=env
+    )
+    assert wrapper.wait(timeout=30) == 0
+    name, pid, pythonpath, *args = (tmp_path / "marker").read_text().split()
+    assert (name, int(pid)) == (chosen, wrapper.pid)
+    assert pythonpath == str(checkout / "lib")
+    assert args == ["-m", "privleak.stage", "toy", "--profile", "smoke"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_repro_forwards_args_and_lab_allows_root():
+    def dry_run(*args: str) -> str:
+        env = os.environ | {"VENV": str(REPO / ".venv-none")}
+        done = subprocess.run(
+            ["make", "-n", "-o", str(REPO / ".venv-none" / ".installed"), *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "dvc repro -s s0_text" in dry_run("repro", "ARGS=-s s0_text")
+    lab = dry_run("lab")
+    assert ("--allow-root" in lab) == (os.getuid() == 0)
