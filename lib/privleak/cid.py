@@ -25,7 +25,7 @@ from privleak.decoding import decode
 from privleak.errors import require
 from privleak.models import context_window
 from privleak.prompts import ContextPrompt, encode_context_prompt
-from privleak.scoring import ForwardCounter
+from privleak.scoring import ForwardCounter, UnitCache
 
 NEG_INF = float("-inf")
 
@@ -231,6 +231,7 @@ def cid_generate(
     eps: Sequence[float] | float | None = None,
     example_ids: Sequence | None = None,
     max_batch_streams: int | None = None,
+    cache: UnitCache | None = None,
 ) -> CIDGeneration:
     """Sample a CID response for every (prompt, (λ, T)) pair in one decode call.
 
@@ -239,7 +240,8 @@ def cid_generate(
     settings. With `eps` (one value, or one per setting), λ is the upper limit of bounded CID.
     The response to (example_ids[i], λ, T, ε) depends only on those and `seed` (default ids:
     prompt positions), never on the other prompts or on `max_batch_streams` (the memory budget:
-    streams decoded at once, two per response).
+    streams decoded at once, two per response). With a `cache`, each decoder chunk is one
+    checkpoint unit (its group keys carry λ, T and ε).
     """
     require(len(prompts) >= 1, "cid_generate needs at least one prompt")
     require(len(settings) >= 1, "cid_generate needs at least one (lam, temperature) setting")
@@ -290,6 +292,7 @@ def cid_generate(
         min_new_tokens=min_new_tokens,
         pad_id=pad_id,
         max_batch_streams=max_batch_streams,
+        cache=cache,
     )
     steps = out.tokens.shape[1]
     temps_t = torch.tensor(temps)[:, None]
