@@ -16,8 +16,9 @@ import argparse
 import torch
 from common import add_model_args, describe, load_model, timed
 
+from privleak.batching import ForwardCounter
 from privleak.models import real_logits
-from privleak.scoring import ForwardCounter, continuation_logprobs, shared_prefix_logprobs
+from privleak.scoring import continuation_logprobs, shared_prefix_logprobs
 
 
 @torch.inference_mode()

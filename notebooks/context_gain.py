@@ -4,6 +4,7 @@
 # with the article in the prompt and with the same template but an empty context. The per-token
 # difference of log-probs is the pointwise mutual information between context and response
 # token, the quantity context influence (S0) builds on. One row per (example, response token).
+# Every scoring batch is checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
 models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
@@ -13,15 +14,16 @@ context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 256, 
 import pandas as pd
 import torch
 
+from privleak import checkpoint, paths
 from privleak import data as corpora
 from privleak import models as model_registry
-from privleak import paths
 from privleak.errors import require
 from privleak.prompts import encode_context_prompt
 from privleak.scoring import continuation_logprobs
 
 OUT = paths.INTERIM / "foundation" / "context_gain.parquet"
 HEAD, TAIL = "Article:", "\n\nSummary:"
+store = checkpoint.open_stage("context_gain", globals())
 
 model, tokenizer = model_registry.load(
     models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
@@ -43,11 +45,16 @@ prompts = [
 responses = [
     tokenizer(" " + r["highlights"], add_special_tokens=False)["input_ids"] for r in records
 ]
-score = dict(batch_size=context_gain["batch_size"], pad_id=tokenizer.pad_token_id)
+score = dict(
+    batch_size=context_gain["batch_size"],
+    pad_id=tokenizer.pad_token_id,
+    cache=store.cache("scores", models["lm"]),
+)
 with_context = continuation_logprobs(model, [p.ids for p in prompts], responses, **score)
 without_context = continuation_logprobs(
     model, [p.with_context([]).ids for p in prompts], responses, **score
 )
+print(store.summary())
 
 # %%
 rows = [

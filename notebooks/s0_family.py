@@ -6,7 +6,8 @@
 # `family.corpus`, truncated to `family.context_tokens` tokens, with the paper's plain template
 # (base models, no chat turns); the whole-context τ per response (F2a) and the influence of
 # every i-th token n-gram for the largest n, `family.n` (F4). One row per (size, example) and
-# per (size, example, i).
+# per (size, example, i). Decoder chunks and each (size, example)'s ablations are checkpointed,
+# so an interrupted run resumes.
 
 # %% tags=["parameters"]
 seed = 0
@@ -25,12 +26,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import json
 import time
+from functools import partial
 
 import pandas as pd
 
+from privleak import checkpoint, paths
 from privleak import data as corpora_io
 from privleak import models as registry
-from privleak import paths
 from privleak.cid import cid_generate
 from privleak.errors import require
 from privleak.metrics.influence import (
@@ -48,6 +50,42 @@ OUT.mkdir(parents=True, exist_ok=True)
 manifest = json.loads((FAMILY / "manifest.json").read_text())
 sizes = sorted(manifest["sizes"], key=lambda name: manifest["sizes"][name]["parameters"])
 records = corpora_io.read_jsonl(paths.RAW / f"{family['corpus']}.jsonl")[: family["examples"]]
+store = checkpoint.open_stage("s0_family", globals())
+
+
+def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
+    """(response row, n-gram rows) of example g under one family size."""
+    record, prompt = records[g], prompts[g]
+    length = int(generation.lengths[g])
+    response = generation.tokens[g, :length].tolist()
+    response_row = {
+        "size": size,
+        "parameters": parameters,
+        "example": record["id"],
+        "context_tokens": len(prompt.context),
+        "length": length,
+        "tau": float(generation.tau[g, :length].sum()),
+    }
+    prior = response_logprobs(model, prompt.with_context([]).ids, response)
+    mechanism = cid_mechanism(prior, 1.0, temperature, tokenizer.eos_token_id, min_new_tokens)
+    ablated = ngram_logprobs(
+        model, prompt, response, family["n"], mechanism, pad_id=tokenizer.pad_token_id
+    )
+    tau = token_influence(generation.logp_context[g, :length], ablated)
+    gram_rows = [
+        {
+            "size": size,
+            "parameters": parameters,
+            "example": record["id"],
+            "n": family["n"],
+            "i": i,
+            "start": start,
+            "tau": float(tau[i].sum()),
+        }
+        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"]))
+    ]
+    return response_row, gram_rows
+
 
 # %%
 response_rows, gram_rows = [], []
@@ -71,40 +109,19 @@ for size in sizes:
         seed=seed,
         example_ids=[r["id"] for r in records],
         max_batch_streams=max_batch_streams,
+        cache=store.cache("generate", size),
     )
     parameters = manifest["sizes"][size]["parameters"]
-    for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
-        length = int(generation.lengths[g])
-        response = generation.tokens[g, :length].tolist()
-        response_rows.append(
-            {
-                "size": size,
-                "parameters": parameters,
-                "example": record["id"],
-                "context_tokens": len(prompt.context),
-                "length": length,
-                "tau": float(generation.tau[g, :length].sum()),
-            }
-        )
-        prior = response_logprobs(model, prompt.with_context([]).ids, response)
-        mechanism = cid_mechanism(prior, 1.0, temperature, tokenizer.eos_token_id, min_new_tokens)
-        ablated = ngram_logprobs(
-            model, prompt, response, family["n"], mechanism, pad_id=tokenizer.pad_token_id
-        )
-        tau = token_influence(generation.logp_context[g, :length], ablated)
-        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"])):
-            gram_rows.append(
-                {
-                    "size": size,
-                    "parameters": parameters,
-                    "example": record["id"],
-                    "n": family["n"],
-                    "i": i,
-                    "start": start,
-                    "tau": float(tau[i].sum()),
-                }
-            )
+    for response_row, rows in store.map(
+        f"{size} ablations",
+        range(len(records)),
+        partial(example_rows, size, parameters, model, tokenizer, generation, prompts),
+        key=lambda g: records[g]["id"],
+    ):
+        response_rows.append(response_row)
+        gram_rows += rows
     print(f"{size} ({parameters} parameters): {time.perf_counter() - started:.1f} s")
+print(store.summary())
 
 # %%
 responses = pd.DataFrame(response_rows)

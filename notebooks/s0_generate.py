@@ -8,7 +8,8 @@
 # - `main`: every corpus × λ at the default T (Tables 2-4, Fig. 2c);
 # - `sweep`: T ∈ temperatures at λ = 1 and λ ∈ lams at the default T (Figs. 7-8);
 # - `context_size`: the context truncated to its first |D| tokens, λ = 1 (Fig. 2b).
-# Within an experiment all settings of a context share its prompt prefill.
+# Within an experiment all settings of a context share its prompt prefill. Each decoder chunk
+# (`max_batch_streams` streams) is checkpointed, so an interrupted run resumes chunk by chunk.
 
 # %% tags=["parameters"]
 seed = 0
@@ -37,9 +38,9 @@ import time
 
 import pandas as pd
 
+from privleak import checkpoint, paths
 from privleak import data as corpora_io
 from privleak import models as registry
-from privleak import paths
 from privleak.cid import cid_generate, generation_rows
 from privleak.errors import require
 from privleak.prompts import s0_prompt
@@ -47,6 +48,7 @@ from privleak.prompts import s0_prompt
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
 records = {name: corpora_io.read_jsonl(paths.RAW / f"{name}.jsonl") for name in corpora}
+store = checkpoint.open_stage("s0_generate", globals())
 
 
 def run(model, tokenizer, lm, experiment, corpus, count, settings, sizes=(None,)):
@@ -84,6 +86,7 @@ def run(model, tokenizer, lm, experiment, corpus, count, settings, sizes=(None,)
             seed=seed,
             example_ids=keys,
             max_batch_streams=max_batch_streams,
+            cache=store.cache(experiment, lm),
         )
         print(
             f"{lm} {experiment} {corpus} |D|<={limit}: {len(prompts)} contexts x "
@@ -124,6 +127,7 @@ for lm in lms:
         [(1.0, temperature)],
         sizes=context_sizes["sizes"],
     )
+print(store.summary())
 
 # %%
 table = pd.DataFrame(rows)

@@ -12,6 +12,9 @@
 # - **Bounded CID** (Alg. 1): responses with λ chosen per step as the largest λ ≤ λ_max within
 #   ε/2 of the prior, for each ε; the whole-context τ per token and the n-gram τ per token (with
 #   the ablated run bounded the same way) are recorded to check max τ ≤ ε.
+#
+# Decoder chunks and each example's (each response's, for bounded CID) ablations are
+# checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
 seed = 0
@@ -37,9 +40,9 @@ import time
 
 import pandas as pd
 
+from privleak import checkpoint, paths
 from privleak import data as corpora_io
 from privleak import models as registry
-from privleak import paths
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.metrics.influence import (
@@ -54,6 +57,7 @@ from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"
 OUT.mkdir(parents=True, exist_ok=True)
+store = checkpoint.open_stage("s0_ngram", globals())
 model, tokenizer = registry.load(
     models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
 )
@@ -78,18 +82,18 @@ def generate(records, prompts, settings, eps=None):
         eps=eps,
         example_ids=[r["id"] for r in records],
         max_batch_streams=max_batch_streams,
+        cache=store.cache("generate"),
     )
 
 
 # %% [markdown]
 # ## F3: i-th token n-gram influence at λ = 1
 
+
 # %%
-started, counter = time.perf_counter(), ForwardCounter()
-records, prompts = prompts_for(ngram["corpus"], ngram["examples"], context_tokens)
-generation = generate(records, prompts, [(1.0, temperature)])
-ngram_rows = []
-for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
+def f3_rows(g):
+    """Example g's rows (every n, every i) and the tokens its ablations forwarded."""
+    record, prompt, counter, rows = records[g], prompts[g], ForwardCounter(), []
     length = int(generation.lengths[g])
     response = generation.tokens[g, :length].tolist()
     prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
@@ -107,7 +111,7 @@ for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
         )
         tau = token_influence(generation.logp_context[g, :length], ablated)
         for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n)):
-            ngram_rows.append(
+            rows.append(
                 {
                     "example": record["id"],
                     "context_tokens": len(prompt.context),
@@ -120,6 +124,18 @@ for g, (record, prompt) in enumerate(zip(records, prompts, strict=True)):
                     "tau_tokens": tau[i].tolist(),
                 }
             )
+    return rows, counter
+
+
+started, counter = time.perf_counter(), ForwardCounter()
+records, prompts = prompts_for(ngram["corpus"], ngram["examples"], context_tokens)
+generation = generate(records, prompts, [(1.0, temperature)])
+ngram_rows = []
+for rows, example_counter in store.map(
+    "F3", range(len(records)), f3_rows, key=lambda g: records[g]["id"]
+):
+    ngram_rows += rows
+    counter.merge(example_counter)
 print(
     f"F3: {len(ngram_rows)} ablations, {counter.tokens} tokens, "
     f"{time.perf_counter() - started:.1f} s"
@@ -139,14 +155,17 @@ whole = example.tau[0, :length]
 target = int(whole.argmax())  # the response token the context influences most
 response = example.tokens[0, : target + 1].tolist()
 prior = response_logprobs(model, prompt.with_context([]).ids, response)
-ablated = ngram_logprobs(
-    model,
-    prompt,
-    response,
-    1,
-    cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens),
-    batch_size=batch_size,
-    pad_id=PAD,
+ablated = store.get_or_compute(
+    ("T1", records[0]["id"]),
+    lambda: ngram_logprobs(
+        model,
+        prompt,
+        response,
+        1,
+        cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens),
+        batch_size=batch_size,
+        pad_id=PAD,
+    ),
 )
 tau = token_influence(example.logp_context[0, : target + 1], ablated)[:, target]
 unigram = pd.DataFrame(
@@ -167,15 +186,12 @@ unigram.sort_values("tau", ascending=False).head(8)
 # %% [markdown]
 # ## Bounded CID: measured influence against ε
 
+
 # %%
-started, counter = time.perf_counter(), ForwardCounter()
-records, prompts = prompts_for(bounded["corpus"], bounded["examples"], context_tokens)
-settings = [(bounded["lam_max"], temperature)] * len(bounded["eps"])
-run = generate(records, prompts, settings, eps=bounded["eps"])
-bounded_rows = []
-for g in range(run.tokens.shape[0]):
+def bounded_row(g):
+    """The row of response g (example × ε) and the tokens its ablations forwarded."""
     record, prompt = records[g // len(settings)], prompts[g // len(settings)]
-    eps = bounded["eps"][g % len(settings)]
+    eps, counter = bounded["eps"][g % len(settings)], ForwardCounter()
     length = int(run.lengths[g])
     response = run.tokens[g, :length].tolist()
     prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
@@ -193,22 +209,37 @@ for g in range(run.tokens.shape[0]):
         counter=counter,
     )
     tau_ngram = token_influence(run.logp_context[g, :length], ablated)
-    bounded_rows.append(
-        {
-            "example": record["id"],
-            "eps": eps,
-            "lam_max": bounded["lam_max"],
-            "n": bounded["n"],
-            "length": length,
-            "response": tokenizer.decode(response, skip_special_tokens=True),
-            "tau_whole": float(run.tau[g, :length].sum()),
-            "max_tau_whole_token": float(run.tau[g, :length].max()),
-            "max_tau_ngram_token": float(tau_ngram.max()),
-            "tau_ngram_mean": float(tau_ngram.sum(dim=1).mean()),
-            "mean_lam_used": float(run.lam_used[g, :length].mean()),
-        }
-    )
+    row = {
+        "example": record["id"],
+        "eps": eps,
+        "lam_max": bounded["lam_max"],
+        "n": bounded["n"],
+        "length": length,
+        "response": tokenizer.decode(response, skip_special_tokens=True),
+        "tau_whole": float(run.tau[g, :length].sum()),
+        "max_tau_whole_token": float(run.tau[g, :length].max()),
+        "max_tau_ngram_token": float(tau_ngram.max()),
+        "tau_ngram_mean": float(tau_ngram.sum(dim=1).mean()),
+        "mean_lam_used": float(run.lam_used[g, :length].mean()),
+    }
+    return row, counter
+
+
+started, counter = time.perf_counter(), ForwardCounter()
+records, prompts = prompts_for(bounded["corpus"], bounded["examples"], context_tokens)
+settings = [(bounded["lam_max"], temperature)] * len(bounded["eps"])
+run = generate(records, prompts, settings, eps=bounded["eps"])
+bounded_rows = []
+for row, response_counter in store.map(
+    "bounded",
+    range(run.tokens.shape[0]),
+    bounded_row,
+    key=lambda g: (records[g // len(settings)]["id"], bounded["eps"][g % len(settings)]),
+):
+    bounded_rows.append(row)
+    counter.merge(response_counter)
 print(f"bounded: {time.perf_counter() - started:.1f} s, {counter.tokens} ablation tokens")
+print(store.summary())
 bounded_table = pd.DataFrame(bounded_rows)
 bounded_table.to_parquet(OUT / "bounded.parquet", index=False)
 bounded_table.groupby("eps")[["max_tau_whole_token", "max_tau_ngram_token", "mean_lam_used"]].max()

@@ -9,7 +9,8 @@
 # Regular sampling follows the paper: 1-ISP only, a lower bound over the head holding 90% of the
 # mass (capped at `sampling_expand` alternatives per node). For `exact_sequences` entities the
 # exact 1-ISP under regular sampling is also computed by expanding the full vocabulary, to show
-# the approximation against its bound and against the truth.
+# the approximation against its bound and against the truth. Every scoring batch and tree batch
+# is checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
 decoders = [
@@ -43,15 +44,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from privleak import checkpoint, paths
 from privleak import data as corpora
 from privleak import models as registry
-from privleak import paths
 from privleak.errors import require
 from privleak.metrics import sequence as seq
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "isp"
 OUT.mkdir(parents=True, exist_ok=True)
+store = checkpoint.open_stage("s1_isp", globals())
 KEEP_LEAVES = 100  # most likely partial matches kept per (entity, decoder, n)
 transforms = seq.decoder_table(decoders)
 
@@ -82,10 +84,10 @@ require(bool(entities), "the named-entity sequence set is empty")
 prefixes = [e["prefix"] for e in entities]
 suffixes = [e["suffix"] for e in entities]
 pad = dict(pad_id=tokenizer.pad_token_id)
-log_esps = {
-    name: seq.log_esp(lp)
-    for name, lp in seq.suffix_logprobs(model, prefixes, suffixes, transforms, **pad).items()
-}
+esp_logprobs = seq.suffix_logprobs(
+    model, prefixes, suffixes, transforms, cache=store.cache("esp", largest), **pad
+)
+log_esps = {name: seq.log_esp(lp) for name, lp in esp_logprobs.items()}
 print(f"{len(entities)} named entities, model {largest}")
 
 # %%
@@ -106,6 +108,7 @@ for spec in decoders:
             head_mass=isp["sampling_head_mass"] if sampling else None,
             batch_size=isp["batch_size"],
             max_nodes=isp["max_nodes"],
+            cache=store.cache("isp", largest),
             **pad,
         )
         per_seq = result.counter.tokens / len(entities)
@@ -152,6 +155,7 @@ if subset and "sampling" in [s["kind"] for s in decoders]:
         expand=real_vocab - 1,
         batch_size=1,
         max_nodes=isp["max_nodes"],
+        cache=store.cache("exact", largest),
         **pad,
     )
     require(bool((full.bound < 1e-6).all()), "s1_isp: the full-vocabulary expansion left a bound")
@@ -167,6 +171,7 @@ if subset and "sampling" in [s["kind"] for s in decoders]:
                 head_mass=head_mass,
                 batch_size=isp["batch_size"],
                 max_nodes=isp["max_nodes"],
+                cache=store.cache("exact", largest),
                 **pad,
             )
             exact_rows += [
@@ -189,6 +194,7 @@ if len(exact):
         "s1_isp: an exact 1-ISP exceeds approx + the Appendix A bound",
     )
 
+print(store.summary())
 table.to_parquet(OUT / "isp.parquet", index=False)
 pd.DataFrame(leaf_rows).to_parquet(OUT / "leaves.parquet", index=False)
 exact.to_parquet(OUT / "exact.parquet", index=False)

@@ -10,6 +10,7 @@
 # the real sampler (`privleak.decoding.decode`) to test the closed-form leak curve.
 # Artifacts (data/interim/s1/scores/): sequences, esp (one row per model x sequence x prefix
 # length x decoder), tp (per suffix position, full prefix), montecarlo (one row per sample).
+# Every scoring batch and sampler chunk is checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
 decoders = [
@@ -40,9 +41,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from privleak import checkpoint, paths
 from privleak import data as corpora
 from privleak import models as registry
-from privleak import paths
 from privleak.decoding import decode
 from privleak.errors import require
 from privleak.metrics import sequence as seq
@@ -50,6 +51,7 @@ from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "scores"
 OUT.mkdir(parents=True, exist_ok=True)
+store = checkpoint.open_stage("s1_scores", globals())
 transforms = seq.decoder_table(decoders)
 prefix_lengths = sorted(set(scores["prefix_lengths"]) | {scores["prefix_tokens"]})
 longest_prefix = prefix_lengths[-1]
@@ -122,6 +124,7 @@ for rank, (name, path) in enumerate(zip(model_names, model_paths, strict=True)):
         tp_prefix_len=scores["prefix_tokens"],
         batch_size=scores["batch_size"],
         pad_id=tokenizer.pad_token_id,
+        cache=store.cache("scores", name),
     )
     esp_rows += model_esp
     tp_rows += model_tp
@@ -170,6 +173,7 @@ for kind in mc["kinds"]:
             group_keys=[(s["seq_id"], decoder, i) for s in subset for i in range(mc["samples"])],
             pad_id=tokenizer.pad_token_id,
             max_batch_streams=mc["max_batch_streams"],
+            cache=store.cache("monte carlo", model_names[-1]),
         )
         samples = out.tokens.view(len(subset), mc["samples"], -1)
         for s, drawn in zip(subset, samples, strict=True):
@@ -179,6 +183,7 @@ for kind in mc["kinds"]:
                  "sample": i, "hit": bool(h)}
                 for i, h in enumerate(hits)
             ]  # fmt: skip
+print(store.summary())
 montecarlo = pd.DataFrame(mc_rows)
 montecarlo.to_parquet(OUT / "montecarlo.parquet", index=False)
 montecarlo.groupby(["kind", "decoder"])["hit"].mean()

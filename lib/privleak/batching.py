@@ -1,6 +1,8 @@
 """Ragged batches of token ids: padding, attention masks, position ids, window checks, and the
 forward-token counter every fast path reports (the cost benchmarks compare).
 
+Batched loops take an optional checkpoint cache (`UnitCache`), one unit per batch.
+
 Position ids count only real tokens, so a left-padded row gets the same positions, and the same
 log-probs, as the unpadded row.
 """
@@ -8,8 +10,10 @@ log-probs, as the unpadded row.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -27,6 +31,11 @@ class ForwardCounter:
     def add(self, batch: int, length: int) -> None:
         self.tokens += batch * length
         self.calls += 1
+
+    def merge(self, other: ForwardCounter) -> None:
+        """Add another counter's counts (a unit computed apart, or restored from a checkpoint)."""
+        self.tokens += other.tokens
+        self.calls += other.calls
 
 
 def check_fits(model, lengths: Sequence[int], what: str = "prompt + continuation") -> None:
@@ -64,3 +73,23 @@ def repeat_cache(cache, batch: int):
     forked = copy.deepcopy(cache)
     forked.batch_repeat_interleave(batch)
     return forked
+
+
+UnitCache = Callable[[Hashable, Callable[[], Any]], Any]
+"""`cache(key, compute)`: the stored value of unit `key`, else `compute()`, stored. Batched loops
+take one (`privleak.checkpoint.StageStore.cache`), so a long stage resumes batch by batch; the
+value holds the batch's outputs and forward counts, so a restored batch equals a computed one.
+Keys digest a batch's inputs, not the model: scope a cache per model."""
+
+
+def unit_key(*inputs) -> str:
+    """A short digest of a unit's inputs (token-id lists, ids, settings; compared by repr, so no
+    tensors): a batch stored for other inputs is never mistaken for this one."""
+    return hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()
+
+
+def through_cache(cache: UnitCache | None, compute: Callable[[], Any], name: str, *inputs):
+    """compute(), or with a cache the value of unit (name, digest of inputs), computed once."""
+    if cache is None:
+        return compute()
+    return cache((name, unit_key(*inputs)), compute)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from privleak.batching import ForwardCounter
+from privleak.batching import ForwardCounter, UnitCache
 from privleak.decoding import decode
 from privleak.errors import require
 from privleak.models import context_window
@@ -235,6 +235,7 @@ def cid_generate(
     example_ids: Sequence | None = None,
     max_batch_streams: int | None = None,
     count_eos: bool = True,
+    cache: UnitCache | None = None,
 ) -> CIDGeneration:
     """Sample a CID response for every (prompt, (λ, T)) pair in one decode call.
 
@@ -243,7 +244,8 @@ def cid_generate(
     settings. With `eps` (one value, or one per setting), λ is the upper limit of bounded CID.
     The response to (example_ids[i], λ, T, ε) depends only on those and `seed` (default ids:
     prompt positions), never on the other prompts or on `max_batch_streams` (the memory budget:
-    streams decoded at once, two per response).
+    streams decoded at once, two per response). With a `cache`, each decoder chunk is one
+    checkpoint unit (its group keys carry λ, T and ε).
 
     `count_eos` decides whether a response that ends with EOS keeps that token: True counts its
     influence in τ (EOS is a sampled token like any other); False stops before it, as the
@@ -298,6 +300,7 @@ def cid_generate(
         min_new_tokens=min_new_tokens,
         pad_id=pad_id,
         max_batch_streams=max_batch_streams,
+        cache=cache,
     )
     steps = out.tokens.shape[1]
     temps_t = torch.tensor(temps)[:, None]

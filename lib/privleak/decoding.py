@@ -21,11 +21,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from transformers import DynamicCache
 
-from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
+from privleak.batching import (
+    ForwardCounter,
+    UnitCache,
+    check_fits,
+    pad_rows,
+    position_ids,
+    through_cache,
+)
 from privleak.errors import require
 from privleak.models import real_logits
 
@@ -366,6 +374,7 @@ def decode(
     pad_id: int = 0,
     keep_distributions: bool = False,
     max_batch_streams: int | None = None,
+    cache: UnitCache | None = None,
 ) -> Decoded:
     """Decode len(prompts) // streams_per_group groups, one batched forward per step.
 
@@ -373,7 +382,9 @@ def decode(
     `mix`, a group's logits are its first stream's (use streams_per_group=1). EOS is blocked for
     the first `min_new_tokens` steps. Group g samples with the random stream of
     (seed, group_keys[g]) (default key: g), so its tokens do not depend on the other groups.
-    At most `max_batch_streams` streams (default: all) are decoded at once.
+    At most `max_batch_streams` streams (default: all) are decoded at once. With a `cache`, each
+    such chunk is one checkpoint unit, keyed by its groups' keys and prompts, the seed and the
+    lengths (a caller whose `mix` settings are not in the group keys must scope its cache).
     """
     n_streams = len(prompts)
     require(n_streams >= 1, "decode needs at least one prompt")
@@ -388,6 +399,7 @@ def decode(
     keys = list(range(n_groups)) if group_keys is None else list(group_keys)
     require(len(keys) == n_groups, f"group_keys has {len(keys)} keys for {n_groups} groups")
     require(len(set(map(repr, keys))) == n_groups, "group_keys must be distinct")
+    require(cache is None or not keep_distributions, "decode does not checkpoint distributions")
     budget = n_streams if max_batch_streams is None else max_batch_streams
     require(
         budget >= streams_per_group,
@@ -406,7 +418,20 @@ def decode(
         ),
     )
     for first in range(0, n_groups, per_chunk):
-        run.chunk(order[first : first + per_chunk])
+        groups = order[first : first + per_chunk]
+        if cache is None:
+            run.chunk(groups, run.prefill_counter, run.step_counter)
+            continue
+        streams = [g * streams_per_group + s for g in groups for s in range(streams_per_group)]
+        saved = through_cache(
+            cache,
+            partial(run.saved_chunk, groups),
+            "decode chunk",
+            [keys[g] for g in groups],
+            [list(prompts[i]) for i in streams],
+            (seed, max_new_tokens, min_new_tokens, eos_token_id, pad_id, list(transforms)),
+        )
+        run.restore(groups, saved)
     return run.result()
 
 
@@ -437,13 +462,46 @@ class _Run:
         offsets = torch.arange(self.per_group, device=groups.device)
         return (groups[:, None] * self.per_group + offsets).flatten()
 
-    def chunk(self, group_list: list[int]) -> None:
+    def saved_chunk(self, group_list: list[int]) -> dict:
+        """Decode one chunk and return what `restore` needs: its rows of every buffer (host
+        tensors) and its forward counts."""
+        prefill_counter, step_counter = ForwardCounter(), ForwardCounter()
+        self.chunk(group_list, prefill_counter, step_counter)
+        groups = torch.tensor(group_list, device=self.device)
+        streams = self._streams(groups)
+        return {
+            "tokens": self.tokens[groups].cpu(),
+            "lengths": self.lengths[groups].cpu(),
+            "sample": self.sample[groups].cpu(),
+            "stream": self.stream[streams].cpu(),
+            "records": {name: values[groups].cpu() for name, values in self.records.items()},
+            "counters": (prefill_counter, step_counter),
+        }
+
+    def restore(self, group_list: list[int], saved: dict) -> None:
+        """Write a chunk's `saved_chunk` rows back into the buffers and add its forward counts."""
+        groups = torch.tensor(group_list, device=self.device)
+        streams = self._streams(groups)
+        self.tokens[groups] = saved["tokens"].to(self.device)
+        self.lengths[groups] = saved["lengths"].to(self.device)
+        self.sample[groups] = saved["sample"].to(self.device)
+        self.stream[streams] = saved["stream"].to(self.device)
+        for name, values in saved["records"].items():
+            if name not in self.records:
+                self.records[name] = torch.zeros(self.tokens.shape, device=self.device)
+            self.records[name][groups] = values.to(self.device)
+        self.prefill_counter.merge(saved["counters"][0])
+        self.step_counter.merge(saved["counters"][1])
+
+    def chunk(
+        self, group_list: list[int], prefill_counter: ForwardCounter, step_counter: ForwardCounter
+    ) -> None:
+        """Decode one chunk of groups into the buffers, counting its forwards."""
         groups = torch.tensor(group_list, device=self.device)
         streams = self._streams(groups)
         cache, mask, logits = prefill(
-            self.model, [self.prompts[i] for i in streams.tolist()], self.pad_id,
-            self.prefill_counter,
-        )  # fmt: skip
+            self.model, [self.prompts[i] for i in streams.tolist()], self.pad_id, prefill_counter
+        )
         position = mask.sum(-1, keepdim=True)
         for step in range(self.steps):
             stream_logits = real_logits(self.model, logits.float())
@@ -471,7 +529,7 @@ class _Run:
                 past_key_values=cache,
                 use_cache=True,
             )
-            self.step_counter.add(len(stream_tokens), 1)
+            step_counter.add(len(stream_tokens), 1)
             cache, position, logits = out.past_key_values, position + 1, out.logits[:, -1]
 
     def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:

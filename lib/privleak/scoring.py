@@ -9,10 +9,19 @@ is supported and gives the same numbers because position ids follow the attentio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
-from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids, repeat_cache
+from privleak.batching import (
+    ForwardCounter,
+    UnitCache,
+    check_fits,
+    pad_rows,
+    position_ids,
+    repeat_cache,
+    through_cache,
+)
 from privleak.errors import require
 from privleak.models import real_logits
 
@@ -27,48 +36,72 @@ def continuation_logprobs(
     pad_id: int = 0,
     padding_side: str = "right",
     counter: ForwardCounter | None = None,
+    cache: UnitCache | None = None,
 ) -> list[torch.Tensor]:
     """log p(c_j | prompt, c_<j) for every continuation token.
 
     prompts[i], continuations[i]: token id lists (len(prompt) >= 1). Returns a list of float32
     tensors, the i-th of shape [len(continuations[i])]. Examples are batched by length to keep
-    padding small; the result does not depend on batch_size or padding_side.
+    padding small; the result does not depend on batch_size or padding_side. With a `cache`,
+    each batch is one checkpoint unit.
     """
     require(len(prompts) == len(continuations), "prompts and continuations differ in number")
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(padding_side in ("left", "right"), f"padding_side '{padding_side}': use left|right")
     require(all(len(p) >= 1 for p in prompts), "every prompt needs >= 1 token (prepend BOS)")
     check_fits(model, [len(p) + len(c) for p, c in zip(prompts, continuations, strict=True)])
-    device = model.device
     results: list[torch.Tensor | None] = [None] * len(prompts)
     order = sorted(range(len(prompts)), key=lambda i: -(len(prompts[i]) + len(continuations[i])))
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        rows = [list(prompts[i]) + list(continuations[i]) for i in batch]
-        ids, mask = pad_rows(rows, pad_id, padding_side)
-        length = ids.shape[1]
-        # Row i scores positions [first_i, first_i + len(cont_i)) of the padded row.
-        firsts = [
-            (length - len(rows[k]) if padding_side == "left" else 0) + len(prompts[i]) - 1
-            for k, i in enumerate(batch)
-        ]
-        keep = length - min(firsts)  # only these trailing positions need vocabulary logits
-        out = model(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=position_ids(mask).to(device),
-            logits_to_keep=keep,
-            use_cache=False,
+        pairs = [(list(prompts[i]), list(continuations[i])) for i in batch]
+        scores, batch_counter = through_cache(
+            cache,
+            partial(_continuation_batch, model, pairs, pad_id, padding_side),
+            "continuation batch",
+            pairs,
+            pad_id,
+            padding_side,
         )
         if counter is not None:
-            counter.add(*ids.shape)
-        logprobs = torch.log_softmax(real_logits(model, out.logits.float()), dim=-1)
-        offset = length - keep
-        for k, i in enumerate(batch):
-            targets = torch.tensor(continuations[i], dtype=torch.long, device=device)
-            rows_at = torch.arange(len(targets), device=device) + firsts[k] - offset
-            results[i] = logprobs[k, rows_at, targets].cpu()
+            counter.merge(batch_counter)
+        for i, row in zip(batch, scores, strict=True):
+            results[i] = row
     return results
+
+
+def _continuation_batch(
+    model, pairs: list[tuple[list[int], list[int]]], pad_id: int, padding_side: str
+) -> tuple[list[torch.Tensor], ForwardCounter]:
+    """One padded forward over (prompt, continuation) pairs: their continuation log-probs (host
+    tensors) and the forward's count."""
+    device = model.device
+    rows = [prompt + continuation for prompt, continuation in pairs]
+    ids, mask = pad_rows(rows, pad_id, padding_side)
+    length = ids.shape[1]
+    # Row k scores positions [first_k, first_k + len(cont_k)) of the padded row.
+    firsts = [
+        (length - len(row) if padding_side == "left" else 0) + len(prompt) - 1
+        for row, (prompt, _) in zip(rows, pairs, strict=True)
+    ]
+    keep = length - min(firsts)  # only these trailing positions need vocabulary logits
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=position_ids(mask).to(device),
+        logits_to_keep=keep,
+        use_cache=False,
+    )
+    counter = ForwardCounter()
+    counter.add(*ids.shape)
+    logprobs = torch.log_softmax(real_logits(model, out.logits.float()), dim=-1)
+    offset = length - keep
+    scores = []
+    for k, (_, continuation) in enumerate(pairs):
+        targets = torch.tensor(continuation, dtype=torch.long, device=device)
+        rows_at = torch.arange(len(targets), device=device) + firsts[k] - offset
+        scores.append(logprobs[k, rows_at, targets].cpu())
+    return scores, counter
 
 
 @torch.inference_mode()

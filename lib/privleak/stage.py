@@ -35,8 +35,8 @@ from pathlib import Path
 
 import psutil
 
+from privleak import checkpoint, paths
 from privleak import params as params_module
-from privleak import paths
 from privleak.errors import PrivleakError, require
 
 EXIT_ERROR = 2
@@ -350,6 +350,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
         raise PrivleakError(f"stage '{stage}' failed: {_failure(ending)}{see}") from None
     _stop_descendants()
     outputs.drop()
+    checkpoint.clear(stage)  # the units of a finished run are in its outputs now
     _say(f"stage {stage}: {time.perf_counter() - started:.1f} s")
 
 
@@ -364,8 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(args.stage, args.profile, args.timeout)
     except Interrupted as ending:
+        resumes = checkpoint.root(args.stage).exists()
         _say(
             f"privleak: error: stage '{args.stage}' interrupted ({ending}); partial outputs removed"
+            + ("; finished units are kept in data/checkpoints, a rerun resumes" if resumes else "")
         )
         return 128 + ending.signum
     except PrivleakError as error:

@@ -25,11 +25,12 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
-from privleak.batching import ForwardCounter, pad_rows, position_ids
+from privleak.batching import ForwardCounter, UnitCache, pad_rows, position_ids, through_cache
 from privleak.decoding import (
     Transform,
     greedy,
@@ -156,6 +157,7 @@ def suffix_logprobs(
     batch_size: int = 16,
     pad_id: int = 0,
     counter: ForwardCounter | None = None,
+    cache: UnitCache | None = None,
 ) -> dict[str, list[torch.Tensor]]:
     """log TP of every suffix token under every decoder, from ONE teacher-forced forward pass
     per batch: {decoder: list of [len(suffix_i)] float32 tensors}. log ESP = the sum of a row.
@@ -163,41 +165,61 @@ def suffix_logprobs(
     Right-padded batches of `batch_size` rows sorted by length; positions follow the attention
     mask. Per batch only the N = sum(len(suffix_i)) suffix-predicting logit rows are kept, every
     decoder scores only their target tokens (`target_logprobs`, no [N, V] distribution), and the
-    [decoders, N] result crosses to the host once.
+    [decoders, N] result crosses to the host once. With a `cache`, each batch is one checkpoint
+    unit.
     """
     check_sequences(model, prefixes, suffixes)
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(len(decoders) >= 1, "give at least one decoder")
-    device = model.device
     results: dict[str, list[torch.Tensor | None]] = {
         name: [None] * len(prefixes) for name in decoders
     }
     order = sorted(range(len(prefixes)), key=lambda i: -(len(prefixes[i]) + len(suffixes[i])))
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        rows = [list(prefixes[i]) + list(suffixes[i]) for i in batch]
-        ids, mask = pad_rows(rows, pad_id, "right")
-        firsts = [len(prefixes[i]) - 1 for i in batch]  # logits here predict the first suffix token
-        keep = ids.shape[1] - min(firsts)
-        out = model(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=position_ids(mask).to(device),
-            logits_to_keep=keep,
-            use_cache=False,
+        pairs = [(list(prefixes[i]), list(suffixes[i])) for i in batch]
+        scores, batch_counter = through_cache(
+            cache,
+            partial(_suffix_batch, model, pairs, decoders, pad_id),
+            "suffix batch",
+            pairs,
+            {name: list(chain) for name, chain in decoders.items()},
+            pad_id,
         )
         if counter is not None:
-            counter.add(*ids.shape)
-        lengths = [len(suffixes[i]) for i in batch]
-        logits = real_logits(model, _suffix_rows(out.logits, firsts, lengths, ids.shape[1] - keep))
-        targets = torch.tensor([t for i in batch for t in suffixes[i]], device=device)
-        scores = torch.stack(
-            [target_logprobs(logits, targets, transforms) for transforms in decoders.values()]
-        ).cpu()  # [decoders, N]: one host sync (top-p adds two to find rows to sort)
+            counter.merge(batch_counter)
+        lengths = [len(suffix) for _, suffix in pairs]
         for name, row in zip(decoders, scores, strict=True):
             for i, part in zip(batch, row.split(lengths), strict=True):
                 results[name][i] = part
     return results
+
+
+def _suffix_batch(
+    model, pairs: list[tuple[list[int], list[int]]], decoders, pad_id: int
+) -> tuple[torch.Tensor, ForwardCounter]:
+    """One right-padded forward over (prefix, suffix) pairs: the [decoders, N] host tensor of
+    suffix-token log TPs (N = all suffix tokens, pair by pair) and the forward's count."""
+    device = model.device
+    ids, mask = pad_rows([prefix + suffix for prefix, suffix in pairs], pad_id, "right")
+    firsts = [len(prefix) - 1 for prefix, _ in pairs]  # logits here predict the first suffix token
+    keep = ids.shape[1] - min(firsts)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=position_ids(mask).to(device),
+        logits_to_keep=keep,
+        use_cache=False,
+    )
+    counter = ForwardCounter()
+    counter.add(*ids.shape)
+    lengths = [len(suffix) for _, suffix in pairs]
+    logits = real_logits(model, _suffix_rows(out.logits, firsts, lengths, ids.shape[1] - keep))
+    targets = torch.tensor([t for _, suffix in pairs for t in suffix], device=device)
+    scores = torch.stack(
+        [target_logprobs(logits, targets, transforms) for transforms in decoders.values()]
+    ).cpu()  # [decoders, N]: one host sync (top-p adds two to find rows to sort)
+    return scores, counter
 
 
 def _suffix_rows(
@@ -230,13 +252,14 @@ def prefix_length_rows(
     tp_prefix_len: int,
     batch_size: int = 16,
     pad_id: int = 0,
+    cache: UnitCache | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Score every sequence at every prefix length under every decoder in one pass per batch.
 
     sequences: dicts with prefix_ids, suffix_ids, seq_id, kind, duplicates; the prefix is cut to
     its last `length` tokens. Returns (esp_rows, tp_rows): one ESP row per (decoder, sequence,
     prefix length) and, at `tp_prefix_len` only, one TP row per suffix position; every row
-    carries `model_fields`.
+    carries `model_fields`. With a `cache`, each batch is one checkpoint unit.
     """
     jobs = [(s, length) for s in sequences for length in prefix_lengths]
     logprobs = suffix_logprobs(
@@ -246,6 +269,7 @@ def prefix_length_rows(
         decoders,
         batch_size=batch_size,
         pad_id=pad_id,
+        cache=cache,
     )
     esp_rows, tp_rows = [], []
     for decoder, per_job in logprobs.items():
@@ -357,6 +381,7 @@ def approximate_isp(
     batch_size: int = 16,
     max_nodes: int = 1024,
     pad_id: int = 0,
+    cache: UnitCache | None = None,
 ) -> IspResult:
     """Approximate n-ISP with its Appendix A bound, expanding the tree level by level.
 
@@ -370,7 +395,8 @@ def approximate_isp(
     Memory is bounded by `max_nodes`, the most nodes forwarded in one batch: a level with more
     live nodes is processed in chunks of at most max_nodes, each expanded depth first before the
     next, so at most m chunks (one per level) hold KV caches at a time, whatever the tree size.
-    The result does not depend on max_nodes (leaves are returned sorted by tokens).
+    The result does not depend on max_nodes (leaves are returned sorted by tokens). With a
+    `cache`, each batch is one checkpoint unit.
     """
     check_sequences(model, prefixes, suffixes)
     require(
@@ -391,18 +417,34 @@ def approximate_isp(
     by_length: dict[int, list[int]] = {}
     for i, suffix in enumerate(suffixes):
         by_length.setdefault(len(suffix), []).append(i)
-    tree = _Tree(model, n, transforms, expand, head_mass, max_nodes, counter)
+    settings = (n, list(transforms), expand, head_mass, max_nodes)
     for members in by_length.values():
         for start in range(0, len(members), batch_size):
             batch = members[start : start + batch_size]
-            found, ignored = tree.expand(
-                [prefixes[i] for i in batch], [suffixes[i] for i in batch], pad_id
+            pairs = [(list(prefixes[i]), list(suffixes[i])) for i in batch]
+            found, ignored, batch_counter = through_cache(
+                cache,
+                partial(_isp_batch, model, pairs, pad_id, *settings),
+                "isp batch",
+                pairs,
+                pad_id,
+                *settings,
             )
+            counter.merge(batch_counter)
             for k, i in enumerate(batch):
                 leaves[i] = sorted(found[k])
                 bound[i] = ignored[k]
     approx = np.array([math.fsum(math.exp(lp) for _, lp, _ in rows) for rows in leaves])
     return IspResult(approx=approx, bound=bound, leaves=leaves, counter=counter)
+
+
+def _isp_batch(model, pairs, pad_id, n, transforms, expand, head_mass, max_nodes):
+    """(leaves per sequence, ignored mass per sequence, forward count) of one batch of
+    (prefix, suffix) pairs with equal suffix length."""
+    counter = ForwardCounter()
+    tree = _Tree(model, n, transforms, expand, head_mass, max_nodes, counter)
+    found, ignored = tree.expand([p for p, _ in pairs], [s for _, s in pairs], pad_id)
+    return found, ignored, counter
 
 
 @dataclass
