@@ -58,6 +58,8 @@ def run(stage: str, profile: str | None = None) -> None:
     # of spinning between ops (spinning made forwards ~3x slower on a shared 2-core machine).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # Error messages in the notebook name params by their full path, profile included.
+    os.environ[params_module.PROFILE_ENV] = params["profile"]
     started = time.perf_counter()
     try:
         papermill.execute_notebook(
