@@ -28,8 +28,12 @@ store = checkpoint.open_stage("context_gain", globals())
 model, tokenizer = model_registry.load(
     models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
 )
-records = corpora.read_jsonl(paths.RAW / f"{context_gain['corpus']}.jsonl")
-records = records[: context_gain["n_examples"]]
+records = corpora.take(
+    corpora.read_jsonl(paths.RAW / f"{context_gain['corpus']}.jsonl"),
+    context_gain["n_examples"],
+    key="context_gain.n_examples",
+    corpus=context_gain["corpus"],
+)
 
 # %%
 prompts = [

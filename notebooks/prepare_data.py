@@ -3,7 +3,10 @@
 # Every corpus slot in params becomes `data/raw/<slot>.jsonl`. Synthetic slots also write
 # `data/raw/<slot>.secrets.jsonl`, the ground truth of every planted secret (span, kind,
 # duplication count). `hf:` and `file:` slots are materialised the same way, so later stages
-# read one format whatever the source.
+# read one format whatever the source; each slot must hold the canonical fields its stages read
+# (`privleak.data.REQUIRED_FIELDS`), checked here. `data/raw/sources.json` records per slot the
+# source, the hub revision pin (if any), the record count and the sha256 of the records file, so
+# a rerun that fetched different hub data is visible.
 
 # %% tags=["parameters"]
 seed = 0
@@ -15,13 +18,8 @@ import pandas as pd
 from privleak import data as corpora
 from privleak import paths
 
-written = {slot: corpora.materialize(slot, spec, paths.RAW, seed) for slot, spec in data.items()}
+sources = corpora.materialize_all(data, paths.RAW, seed)
 
 # %%
-summary = pd.DataFrame(
-    [
-        {"slot": slot, "source": data[slot]["source"], "records": len(corpora.read_jsonl(path))}
-        for slot, path in written.items()
-    ]
-)
+summary = pd.DataFrame([{"slot": slot, **entry} for slot, entry in sources.items()])
 summary

@@ -49,7 +49,12 @@ OUT = paths.INTERIM / "s0" / "family"
 OUT.mkdir(parents=True, exist_ok=True)
 manifest = json.loads((FAMILY / "manifest.json").read_text())
 sizes = sorted(manifest["sizes"], key=lambda name: manifest["sizes"][name]["parameters"])
-records = corpora_io.read_jsonl(paths.RAW / f"{family['corpus']}.jsonl")[: family["examples"]]
+records = corpora_io.take(
+    corpora_io.read_jsonl(paths.RAW / f"{family['corpus']}.jsonl"),
+    family["examples"],
+    key="s0.family.examples",
+    corpus=family["corpus"],
+)
 store = checkpoint.open_stage("s0_family", globals())
 
 

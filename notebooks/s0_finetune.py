@@ -59,7 +59,12 @@ if finetune["enabled"]:
     model, tokenizer = registry.load(
         models["lm"], device=models["device"], dtype=models["dtype"], device_map=None
     )
-    records = corpora_io.read_jsonl(paths.RAW / "pubmedqa.jsonl")[: finetune["docs"]]
+    records = corpora_io.take(
+        corpora_io.read_jsonl(paths.RAW / "pubmedqa.jsonl"),
+        finetune["docs"],
+        key="s0.finetune.docs",
+        corpus="pubmedqa",
+    )
     prompts, examples = [], []
     for index, record in enumerate(records):
         prompt, reference = s0_prompt(tokenizer, record, "pubmedqa", template, context_tokens)

@@ -47,17 +47,20 @@ from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
-records = {name: corpora_io.read_jsonl(paths.RAW / f"{name}.jsonl") for name in corpora}
+used = dict.fromkeys([*corpora, sweep["corpus"], context_sizes["corpus"]])
+records = {name: corpora_io.read_jsonl(paths.RAW / f"{name}.jsonl") for name in used}
 store = checkpoint.open_stage("s0_generate", globals())
 
 
-def run(model, tokenizer, lm, experiment, corpus, count, settings, sizes=(None,)):
-    """CID responses for the first `count` records of `corpus` × settings × context sizes."""
+def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(None,)):
+    """CID responses for the first `count` records of `corpus` (params `key` = count; more than
+    the corpus holds is an error) × settings × context sizes."""
+    chosen = corpora_io.take(records[corpus], count, key=key, corpus=corpus)
     rows = []
     for size in sizes:
         limit = context_tokens if size is None else size
         examples, prompts, keys = [], [], []
-        for index, record in enumerate(records[corpus][:count]):
+        for index, record in enumerate(chosen):
             prompt, reference = s0_prompt(tokenizer, record, corpus, template, limit)
             prompts.append(prompt)
             keys.append((record["id"], limit))  # the response's random stream
@@ -109,14 +112,25 @@ for lm in lms:
     )
     main_settings = [(lam, temperature) for lam in lams]
     for corpus in corpora:
-        rows += run(model, tokenizer, lm, "main", corpus, n_examples, main_settings)
+        rows += run(
+            model, tokenizer, lm, "main", corpus, n_examples, "s0.n_examples", main_settings
+        )
     sweep_settings = list(
         dict.fromkeys(
             [(1.0, t) for t in sweep["temperatures"]]
             + [(lam, temperature) for lam in sweep["lams"]]
         )
     )
-    rows += run(model, tokenizer, lm, "sweep", sweep["corpus"], sweep["examples"], sweep_settings)
+    rows += run(
+        model,
+        tokenizer,
+        lm,
+        "sweep",
+        sweep["corpus"],
+        sweep["examples"],
+        "s0.sweep.examples",
+        sweep_settings,
+    )
     rows += run(
         model,
         tokenizer,
@@ -124,6 +138,7 @@ for lm in lms:
         "context_size",
         context_sizes["corpus"],
         context_sizes["examples"],
+        "s0.context_sizes.examples",
         [(1.0, temperature)],
         sizes=context_sizes["sizes"],
     )

@@ -64,8 +64,10 @@ model, tokenizer = registry.load(
 EOS, PAD = tokenizer.eos_token_id, tokenizer.pad_token_id
 
 
-def prompts_for(corpus, count, limit):
-    records = corpora_io.read_jsonl(paths.RAW / f"{corpus}.jsonl")[:count]
+def prompts_for(corpus, count, key, limit):
+    """The first `count` records of `corpus` (params `key` = count) and their S0 prompts."""
+    every = corpora_io.read_jsonl(paths.RAW / f"{corpus}.jsonl")
+    records = corpora_io.take(every, count, key=key, corpus=corpus)
     return records, [s0_prompt(tokenizer, r, corpus, template, limit)[0] for r in records]
 
 
@@ -128,7 +130,9 @@ def f3_rows(g):
 
 
 started, counter = time.perf_counter(), ForwardCounter()
-records, prompts = prompts_for(ngram["corpus"], ngram["examples"], context_tokens)
+records, prompts = prompts_for(
+    ngram["corpus"], ngram["examples"], "s0.ngram.examples", context_tokens
+)
 generation = generate(records, prompts, [(1.0, temperature)])
 ngram_rows = []
 for rows, example_counter in store.map(
@@ -147,7 +151,10 @@ pd.DataFrame(ngram_rows).to_parquet(OUT / "ngram.parquet", index=False)
 
 # %%
 started = time.perf_counter()
-records, prompts = prompts_for(ngram["corpus"], 1, ngram["unigram_context_tokens"])
+# The first record of the F3 corpus (F3 already checked it holds ngram.examples >= 1 records).
+records, prompts = prompts_for(
+    ngram["corpus"], 1, "s0.ngram.examples", ngram["unigram_context_tokens"]
+)
 prompt = prompts[0]
 example = generate(records, prompts, [(1.0, temperature)])
 length = int(example.lengths[0])
@@ -226,7 +233,9 @@ def bounded_row(g):
 
 
 started, counter = time.perf_counter(), ForwardCounter()
-records, prompts = prompts_for(bounded["corpus"], bounded["examples"], context_tokens)
+records, prompts = prompts_for(
+    bounded["corpus"], bounded["examples"], "s0.bounded.examples", context_tokens
+)
 settings = [(bounded["lam_max"], temperature)] * len(bounded["eps"])
 run = generate(records, prompts, settings, eps=bounded["eps"])
 bounded_rows = []

@@ -66,8 +66,10 @@ if scores["models"] == "family":
     )
 else:
     largest = scores["models"][-1]
-    rows = corpora.read_jsonl(scores["sequences"].removeprefix("file:"))
-model, tokenizer = registry.load(largest, device=scores["device"], dtype=scores["dtype"])
+    rows = corpora.read_sequences(scores["sequences"])
+model, tokenizer = registry.load(
+    largest, device=scores["device"], dtype=scores["dtype"], device_key="s1.scores.device"
+)
 if scores["models"] == "family":
     fam.check_family(paths.DATA / "family", paths.RAW / "pretrain.jsonl", tokenizer)
 
@@ -141,7 +143,13 @@ require(
 # the 90%-head lower bound and its Appendix A upper bound around the truth.
 
 # %%
-subset = entities[: isp["exact_sequences"]]
+subset = corpora.take(
+    entities,
+    isp["exact_sequences"],
+    key="s1.isp.exact_sequences",
+    corpus="named entities",
+    minimum=0,
+)
 exact_rows = []
 if subset and "sampling" in [s["kind"] for s in decoders]:
     name = next(s["name"] for s in decoders if s["kind"] == "sampling")

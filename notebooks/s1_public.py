@@ -47,7 +47,9 @@ require(
     prefix_lengths[-1] == public["prefix_tokens"],
     f"s1.public.prefix_tokens ({public['prefix_tokens']}) must be the longest prefix length",
 )
-model, tokenizer = registry.load(public["model"], device=scores["device"], dtype=scores["dtype"])
+model, tokenizer = registry.load(
+    public["model"], device=scores["device"], dtype=scores["dtype"], device_key="s1.scores.device"
+)
 site_packages = sysconfig.get_paths()["purelib"]
 
 texts = []

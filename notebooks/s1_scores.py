@@ -72,11 +72,12 @@ if scores["sequences"] == "planted":
     )
 else:
     corpus = None
-    rows = corpora.read_jsonl(scores["sequences"].removeprefix("file:"))
+    rows = corpora.read_sequences(scores["sequences"])
 require(bool(rows), "the sequence set is empty")
 
 # %%
-model, tokenizer = registry.load(model_paths[0], device=scores["device"], dtype=scores["dtype"])
+on_device = dict(device=scores["device"], dtype=scores["dtype"], device_key="s1.scores.device")
+model, tokenizer = registry.load(model_paths[0], **on_device)
 if corpus is not None:
     fam.check_family(paths.DATA / "family", corpus, tokenizer)
 SUFFIX = {"named_entity": scores["ne_suffix_tokens"], "long_sequence": scores["long_suffix_tokens"]}
@@ -109,9 +110,7 @@ pd.DataFrame(sequences).to_parquet(OUT / "sequences.parquet", index=False)
 esp_rows, tp_rows = [], []
 for rank, (name, path) in enumerate(zip(model_names, model_paths, strict=True)):
     if rank:
-        model, member_tokenizer = registry.load(
-            path, device=scores["device"], dtype=scores["dtype"]
-        )
+        model, member_tokenizer = registry.load(path, **on_device)
         if corpus is not None:
             fam.check_family(paths.DATA / "family", corpus, member_tokenizer)
     parameters = sum(p.numel() for p in model.parameters())

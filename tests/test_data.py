@@ -12,13 +12,17 @@ import pytest
 
 from privleak.data import (
     GENERATORS,
+    REQUIRED_FIELDS,
     cnn_dm,
     generate,
     load_corpus,
     materialize,
+    materialize_all,
     pretrain,
     pubmedqa,
     read_jsonl,
+    read_sequences,
+    take,
     write_jsonl,
 )
 from privleak.errors import PrivleakError
@@ -408,3 +412,185 @@ def test_bad_input_raises_one_line_error(tmp_path, call, pattern):
     with pytest.raises(PrivleakError, match=pattern) as caught:
         call(tmp_path)
     assert "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------- decoding and required fields
+
+
+# Line 2 of each holds a Latin-1 "é" (0xe9), which is not UTF-8.
+LATIN1_LINES = b'{"uid": "ok"}\n{"uid": "x1", "body": "Jos\xe9"}\n'
+NON_UTF8 = {"c.jsonl": LATIN1_LINES, "c.json": LATIN1_LINES, "c.csv": b"uid,body\nx1,Jos\xe9\n"}
+
+
+@pytest.mark.parametrize("name", sorted(NON_UTF8))
+def test_non_utf8_bytes_name_file_line_and_offset(tmp_path, name):
+    (tmp_path / name).write_bytes(NON_UTF8[name])
+    with pytest.raises(PrivleakError) as caught:
+        load_corpus(f"file:{tmp_path / name}")
+    message = str(caught.value)
+    assert "\n" not in message
+    offset = NON_UTF8[name].index(0xE9)
+    assert f"{name}' line 2 (byte offset {offset}) is not valid UTF-8 (byte 0xe9)" in message
+
+
+def test_byte_order_mark_is_dropped_and_offsets_stay_absolute(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"uid": "a"}\n')
+    assert load_corpus(f"file:{path}") == [{"uid": "a"}]
+    path.write_bytes(b'\xef\xbb\xbf{"uid": "\xff"}\n')
+    with pytest.raises(PrivleakError, match=r"line 1 \(byte offset 12\)"):
+        load_corpus(f"file:{path}")
+
+
+def test_one_json_object_file_says_it_holds_no_records(tmp_path):
+    source = corpus_file(tmp_path, "c.json", '{\n  "data": [{"uid": 1}]\n}\n')
+    with pytest.raises(PrivleakError, match="holds one JSON dict with keys data, not records"):
+        load_corpus(source)
+
+
+@pytest.mark.parametrize("text", ['{"uid": 1}\n{}\n', '{"uid": 1}\n{"uid": null, "b": " "}\n'])
+def test_empty_record_is_named(tmp_path, text):
+    with pytest.raises(PrivleakError, match=r"record 1 of corpus 'file:.*c\.jsonl' is empty"):
+        load_corpus(corpus_file(tmp_path, "c.jsonl", text))
+
+
+def news(**overrides) -> dict:
+    return {"id": "n1", "article": "A long story.", "highlights": "Short."} | overrides
+
+
+def test_missing_required_field_fails_in_materialize(tmp_path):
+    path = write_jsonl([news(), news(id="n2", highlights=None)], tmp_path / "in.jsonl")
+    spec = {"source": f"file:{path}"}
+    with pytest.raises(PrivleakError) as caught:
+        materialize("cnn_dm", spec, tmp_path / "out", seed=0)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "data slot 'cnn_dm'" in message and "record 1 (id 'n2')" in message
+    assert "has an empty field 'highlights'; needed: id, article, highlights" in message
+    assert "available fields: article, highlights, id" in message
+    assert re.search(r"data\.\w+\.cnn_dm\.fields, e\.g\. \{highlights: <column>\}", message)
+    assert not (tmp_path / "out" / "cnn_dm.jsonl").exists()
+
+
+def test_missing_required_field_names_the_fields_mapping(tmp_path):
+    rows = [{"pubid": 1, "question": "q?", "contexts": "c", "answer": "a"}]
+    path = write_jsonl(rows, tmp_path / "in.jsonl")
+    spec = {"source": f"file:{path}", "fields": {"id": "pubid", "context": "contexts"}}
+    with pytest.raises(PrivleakError) as caught:
+        materialize("pubmedqa", spec, tmp_path, seed=0)
+    message = str(caught.value)
+    assert "record 0 (id '1') has no field 'long_answer'" in message
+    assert "maps {'id': 'pubid', 'context': 'contexts'}" in message
+
+
+def test_every_generator_holds_its_slots_required_fields():
+    for slot, needed in REQUIRED_FIELDS.items():
+        records, _ = small(slot)
+        assert all(field in records[0] for field in needed), slot
+
+
+def test_unlisted_slot_needs_only_non_empty_records(tmp_path):
+    path = write_jsonl([{"anything": 1}], tmp_path / "in.jsonl")
+    assert materialize("mine", {"source": f"file:{path}"}, tmp_path, 0).exists()
+
+
+# ---------------------------------------------------------------- hub revisions, sources.json
+
+
+def fake_hub(monkeypatch, rows: dict) -> list:
+    """datasets.load_dataset returning a Dataset of `rows`; records every call's kwargs."""
+    import datasets
+
+    calls = []
+
+    def load_dataset(name, config, split=None, **kwargs):
+        calls.append({"name": name, "config": config, "split": split, **kwargs})
+        return datasets.Dataset.from_dict(rows)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls
+
+
+def test_revision_is_passed_to_the_hub(monkeypatch):
+    calls = fake_hub(monkeypatch, {"text": ["a"]})
+    load_corpus("hf:org/set:train", revision="0123abc")
+    load_corpus("hf:org/set:train")
+    assert calls[0]["revision"] == "0123abc"
+    assert "revision" not in calls[1]
+
+
+@pytest.mark.parametrize(
+    "source, revision, pattern",
+    [
+        ("synthetic:cnn_dm", "main", "revision applies only to hf: sources"),
+        (f"file:{FIXTURES / 'corpus.jsonl'}", "main", "revision applies only to hf: sources"),
+        ("hf:org/set", 3, "revision must be a hub commit hash, tag or branch name; got 3"),
+    ],
+)
+def test_revision_outside_hub_sources_is_rejected(source, revision, pattern):
+    with pytest.raises(PrivleakError, match=pattern):
+        load_corpus(source, n=1, revision=revision)
+
+
+def test_revision_on_a_local_dataset_folder_is_rejected(saved):
+    with pytest.raises(PrivleakError, match="local folder, which has no revisions"):
+        load_corpus(f"hf:{saved / 'single'}", revision="main")
+
+
+def test_sources_json_records_source_revision_count_and_hash(monkeypatch, tmp_path):
+    import hashlib
+
+    fake_hub(monkeypatch, {"id": ["1", "2"], "text": ["a", "b"]})
+    data = {
+        "pretrain": {"source": "hf:org/set:train", "revision": "abc123"},
+        "cnn_dm": {"source": "synthetic:cnn_dm", "n": 2, "options": {"min_words": 20}},
+    }
+    sources = materialize_all(data, tmp_path, seed=0)
+    written = json.loads((tmp_path / "sources.json").read_text())
+    assert written == sources
+    digest = hashlib.sha256((tmp_path / "pretrain.jsonl").read_bytes()).hexdigest()
+    assert written["pretrain"] == {
+        "source": "hf:org/set:train",
+        "revision": "abc123",
+        "records": 2,
+        "sha256": digest,
+    }
+    assert written["cnn_dm"]["revision"] is None and written["cnn_dm"]["records"] == 2
+    fake_hub(monkeypatch, {"id": ["1", "2"], "text": ["a", "changed"]})
+    assert materialize_all(data, tmp_path, seed=0)["pretrain"]["sha256"] != digest
+
+
+# ---------------------------------------------------------------- counts and S1 sequence files
+
+
+def test_take_returns_the_first_n_records():
+    assert take([1, 2, 3], 2, key="s0.n_examples", corpus="cnn_dm") == [1, 2]
+    assert take([1, 2, 3], 0, key="s1.isp.exact_sequences", corpus="x", minimum=0) == []
+
+
+@pytest.mark.parametrize(
+    "n, pattern",
+    [
+        (100, r"params s0\.embedded\.n_examples = 100: corpus 'cnn_dm' has only 4 records"),
+        (0, r"params s0\.embedded\.n_examples = 0: must be an integer >= 1"),
+        (-1, r"= -1: must be an integer >= 1"),
+        (True, r"= True: must be an integer"),
+        (2.0, r"= 2\.0: must be an integer"),
+    ],
+)
+def test_take_rejects_counts_the_corpus_cannot_give(monkeypatch, n, pattern):
+    monkeypatch.setenv("PRIVLEAK_PROFILE", "embedded")
+    with pytest.raises(PrivleakError, match=pattern) as caught:
+        take([{}] * 4, n, key="s0.n_examples", corpus="cnn_dm")
+    assert "\n" not in str(caught.value)
+
+
+def test_read_sequences_names_the_row_missing_a_field(tmp_path):
+    good = {"seq_id": "s0", "kind": "named_entity", "prefix": "By", "suffix": " Ann."}
+    path = write_jsonl([good, {**good, "seq_id": "s1", "suffix": ""}], tmp_path / "s.jsonl")
+    with pytest.raises(PrivleakError, match="record 1 has an empty field 'suffix'; needed: seq_id"):
+        read_sequences(f"file:{path}")
+    write_jsonl([good], path)
+    assert read_sequences(f"file:{path}") == [good]
+    with pytest.raises(PrivleakError, match="does not exist"):
+        read_sequences(f"file:{tmp_path / 'none.jsonl'}")

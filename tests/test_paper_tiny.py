@@ -47,7 +47,10 @@ STAGES = [
     "s0_family",
     "render_s0",
 ]
-SEQUENCES = "data/external/s1_sequences.jsonl"  # the paper profile's own relative path
+# The paper profile's own relative path of its `file:` sequence list.
+SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["scores"][
+    "sequences"
+].removeprefix("file:")
 PADDED_ROWS = 8
 
 

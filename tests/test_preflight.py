@@ -1,0 +1,215 @@
+"""The preflight stops at the first thing this machine lacks with one line naming the param and
+its value, and passes the embedded profile offline. Devices, caches and the hub are
+monkeypatched, so nothing here needs a GPU or the network."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from privleak import models, params, paths, preflight
+from privleak.data import write_jsonl
+from privleak.errors import PrivleakError
+from tests.conftest import tiny_llama, word_tokenizer
+
+REPO_PARAMS = params.load()
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "hub_model_cached", lambda name: False)
+    monkeypatch.setattr(preflight, "hub_dataset_cached", lambda name: False)
+
+
+def profile(name: str) -> dict:
+    return copy.deepcopy(REPO_PARAMS) | {"profile": name}
+
+
+def failure(config: dict) -> str:
+    with pytest.raises(PrivleakError) as caught:
+        preflight.run(config)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_paper_profile_on_an_offline_cpu_machine_fails_on_its_device(cpu_only, offline):
+    message = failure(profile("paper"))
+    assert message.startswith("params models.paper.device = 'cuda': CUDA is not available")
+    assert message.endswith("available: cpu")
+
+
+def test_every_device_param_is_checked(cpu_only):
+    config = profile("smoke")
+    config["s1"]["smoke"]["scores"]["device"] = "cuda:0"
+    assert failure(config).startswith("params s1.smoke.scores.device = 'cuda:0': CUDA is not")
+    assert ("s1.smoke.scores.device", "cuda:0") in preflight.device_params(config, "smoke")
+
+
+def test_paper_profile_offline_on_a_gpu_machine_names_the_first_hub_model(monkeypatch, offline):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    message = failure(profile("paper"))
+    assert message.startswith("params models.paper.lm = 'facebook/opt-1.3b': hub model not in")
+    assert "HF_HUB_OFFLINE=1" in message
+
+
+def test_paper_models_listed_include_every_hub_model():
+    keys = {key: name for key, name, _ in preflight.model_params(profile("paper"), "paper")}
+    assert keys["s0.paper.lms[1]"] == "EleutherAI/gpt-neo-1.3B"
+    assert keys["s1.paper.scores.models[4]"] == "facebook/opt-13b"
+    assert keys["s1.paper.public.model"] == "meta-llama/Llama-2-7b-hf"
+    assert keys["s0.paper.bertscore.model"] == "roberta-large"
+    assert keys["s0.paper.faithfulness"] == "bunsenstraat/FactKB"
+
+
+def test_online_hub_model_is_asked_with_a_head(monkeypatch, cpu_only):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "hub_model_cached", lambda name: False)
+    asked = []
+    monkeypatch.setattr(preflight, "_hub_model_answers", lambda name: asked.append(name) or None)
+    assert preflight.check_model("k", "org/model", [], True, "paper") == "org/model (hub)"
+    monkeypatch.setattr(preflight, "_hub_model_answers", lambda name: "404 Client Error")
+    with pytest.raises(PrivleakError, match=r"params k = 'org/x': the hub did not answer \(404"):
+        preflight.check_model("k", "org/x", [], True, "paper")
+    assert asked == ["org/model"]
+
+
+def test_cached_hub_model_passes_offline(monkeypatch, offline):
+    monkeypatch.setattr(models, "hub_model_cached", lambda name: name == "org/cached")
+    assert preflight.check_model("k", "org/cached", [], True, "paper") == "org/cached (HF cache)"
+
+
+def test_missing_model_folder_and_unprepared_embedded_name(tmp_path, monkeypatch):
+    gone = str(tmp_path / "gone")
+    with pytest.raises(PrivleakError, match=f"params k = '{gone}': model folder not found"):
+        preflight.check_model("k", gone, [], True, "embedded")
+    monkeypatch.setattr(paths, "MODELS", tmp_path / "models")
+    message = f"params k = '{models.SMOLLM2}': embedded model not in data/models and not listed"
+    with pytest.raises(PrivleakError, match=message):
+        preflight.check_model("k", models.SMOLLM2, [], True, "embedded")
+    listed = preflight.check_model("k", models.SMOLLM2, [models.SMOLLM2], True, "embedded")
+    assert listed == f"{models.SMOLLM2} (prepare_models)"
+
+
+def test_local_model_folder_passes(tmp_path):
+    tiny_llama().save_pretrained(tmp_path / "m")
+    word_tokenizer(add_bos=True).save_pretrained(tmp_path / "m")
+    assert preflight.check_model("k", str(tmp_path / "m"), [], True, "paper").endswith("(folder)")
+
+
+def test_missing_file_corpus_names_the_slot_source(tmp_path):
+    source = f"file:{tmp_path / 'news.jsonl'}"
+    message = failure(profile("smoke") | {"data": {"smoke": {"cnn_dm": {"source": source}}}})
+    assert message == (
+        f"params data.smoke.cnn_dm.source = '{source}': file '{tmp_path / 'news.jsonl'}' "
+        "does not exist"
+    )
+
+
+def test_unreadable_file_corpus_is_named(tmp_path):
+    path = tmp_path / "news.jsonl"
+    path.write_text("{}\n")
+    path.chmod(0)
+    try:
+        readable = path.open("rb")  # root reads anything; nothing to test then
+        readable.close()
+        pytest.skip("running as a user who can read mode-000 files")
+    except PermissionError:
+        pass
+    with pytest.raises(PrivleakError, match="is not readable"):
+        preflight.check_corpus("data.paper.cnn_dm", {"source": f"file:{path}"})
+
+
+def test_hub_dataset_offline_must_be_cached(monkeypatch, offline):
+    spec = {"source": "hf:qiaojin/PubMedQA:pqa_labeled:train"}
+    with pytest.raises(PrivleakError) as caught:
+        preflight.check_corpus("data.paper.pubmedqa", spec)
+    assert str(caught.value).startswith(
+        "params data.paper.pubmedqa.source = 'hf:qiaojin/PubMedQA:pqa_labeled:train': hub "
+        "dataset 'qiaojin/PubMedQA' is not in the local datasets cache"
+    )
+    monkeypatch.setattr(preflight, "hub_dataset_cached", lambda name: True)
+    assert preflight.check_corpus("data.paper.pubmedqa", spec) == "hf cache"
+
+
+def test_hub_dataset_cache_is_found_by_folder_name(monkeypatch, tmp_path):
+    hub, datasets_cache = tmp_path / "hub", tmp_path / "datasets"
+    (hub / "datasets--abisee--cnn_dailymail").mkdir(parents=True)
+    (datasets_cache / "qiaojin___pub_med_qa").mkdir(parents=True)
+    (hub / "models--org--other").mkdir()
+    monkeypatch.setattr(preflight, "_cache_dirs", lambda: [hub, datasets_cache])
+    assert preflight.hub_dataset_cached("cnn_dailymail")
+    assert preflight.hub_dataset_cached("qiaojin/PubMedQA")
+    assert not preflight.hub_dataset_cached("org/other")
+
+
+def test_online_hub_dataset_is_asked_at_its_revision(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(preflight, "hub_dataset_cached", lambda name: False)
+    asked = []
+    monkeypatch.setattr(
+        preflight, "_hub_dataset_answers", lambda name, rev: asked.append((name, rev)) or None
+    )
+    spec = {"source": "hf:org/set:train", "revision": "abc"}
+    assert preflight.check_corpus("data.paper.x", spec) == "hf hub"
+    assert asked == [("org/set", "abc")]
+
+
+def test_s1_sequence_file_is_checked(tmp_path, cpu_only):
+    config = profile("smoke")
+    scores = config["s1"]["smoke"]["scores"]
+    scores["sequences"] = f"file:{tmp_path / 'seq.jsonl'}"
+    assert failure(config).startswith("params s1.smoke.scores.sequences = 'file:")
+    write_jsonl([{"seq_id": "a", "kind": "named_entity", "prefix": "p"}], tmp_path / "seq.jsonl")
+    assert "has no field 'suffix'" in failure(config)
+
+
+@pytest.mark.skipif(
+    not (paths.MODELS / models.SMOLLM2 / "config.json").exists(), reason="data/models is absent"
+)
+def test_embedded_profile_passes_offline_with_data_models(cpu_only, offline):
+    lines = preflight.run(profile("embedded"))
+    assert lines[0] == "preflight ok: profile embedded"
+    assert f"{models.SMOLLM2} (data/models)" in lines[2]
+    assert not any("note:" in line for line in lines)
+
+
+def test_empty_prepare_list_warns_that_data_models_will_be_emptied(tmp_path, monkeypatch):
+    (tmp_path / models.SMOLLM2).mkdir()
+    (tmp_path / models.SMOLLM2 / "config.json").write_text("{}")
+    monkeypatch.setattr(paths, "MODELS", tmp_path)
+    note = preflight._prepare_note([], "paper")
+    assert note.startswith("note: models.paper.prepare is empty, so prepare_models will leave")
+    assert models.SMOLLM2 in note and "hub" in note
+    assert preflight._prepare_note([models.SMOLLM2], "embedded") is None
+
+
+def test_command_line_exit_codes(tmp_path):
+    """`--profile paper` with CUDA hidden fails with exit 2 and one line on stderr."""
+    env = {"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "privleak.preflight", "--profile", "paper"],
+        env=env | {"PYTHONPATH": str(paths.ROOT / "lib"), "HOME": str(tmp_path)},
+        cwd=paths.ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("privleak: preflight: params models.paper.device = 'cuda'")
