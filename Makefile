@@ -7,7 +7,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce repro smoke test lint lab bench report clean-venv
+.PHONY: setup reproduce repro smoke verify test lint lab bench report clean-venv
 
 setup: $(STAMP)
 
@@ -20,16 +20,26 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name privleak --display-name "privleak (.venv)"
 	touch $(STAMP)
 
+# The preflight checks what the selected profile needs (params, device, models, corpora) and
+# stops with one line before DVC removes any output.
 reproduce: setup
-	$(PY) -m privleak.params check
+	$(PY) -m privleak.preflight
 	dvc repro
 
 # Any dvc repro, as typed: make repro ARGS="-s s0_text".
 repro: setup
+	$(PY) -m privleak.preflight
 	dvc repro $(ARGS)
 
 smoke: setup
+	$(PY) -m privleak.preflight --profile smoke
 	$(PY) -m privleak.params run smoke -- dvc repro
+
+# Rerun what changed, then compare metrics/*.json with the committed ones (metrics/tolerances.yaml).
+verify: setup
+	$(PY) -m privleak.preflight
+	dvc repro
+	$(PY) -m privleak.verify
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks

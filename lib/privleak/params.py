@@ -119,11 +119,13 @@ def stage_outputs(stage: str, params: dict[str, Any] | None = None) -> list[Path
 
 
 def run_with_profile(profile: str, command: list[str]) -> int:
-    """Run `command` with params.yaml switched to `profile`; params.yaml and dvc.lock are restored
-    afterwards, so a smoke run never leaves the repository's recorded state changed."""
+    """Run `command` with params.yaml switched to `profile`; params.yaml, dvc.lock and the
+    git-tracked metrics (metrics/*.json) are restored afterwards, so a smoke run never leaves the
+    repository's recorded state changed."""
     require(profile in PROFILES, f"profile '{profile}' is unknown; allowed: {', '.join(PROFILES)}")
-    params_file, lock_file = paths.PARAMS_FILE, paths.ROOT / "dvc.lock"
-    saved = {f: f.read_bytes() for f in (params_file, lock_file) if f.exists()}
+    params_file = paths.PARAMS_FILE
+    recorded = [params_file, paths.ROOT / "dvc.lock", *sorted(paths.METRICS.glob("*.json"))]
+    saved = {f: f.read_bytes() for f in recorded if f.exists()}
     try:
         params_file.write_text(
             _PROFILE_LINE.sub(f"profile: {profile}", saved[params_file].decode())
@@ -133,8 +135,9 @@ def run_with_profile(profile: str, command: list[str]) -> int:
     finally:
         for file, content in saved.items():
             file.write_bytes(content)
-        if lock_file not in saved and lock_file.exists():
-            lock_file.unlink()
+        for file in [paths.ROOT / "dvc.lock", *paths.METRICS.glob("*.json")]:
+            if file not in saved:
+                file.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
