@@ -46,6 +46,7 @@ STAGES = [
     "s0_text",
     "s0_family",
     "render_s0",
+    "render_claims",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
 SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["scores"][
@@ -257,3 +258,18 @@ def test_s1_scores_every_listed_model_on_the_file_sequences(paper_root):
     assert metrics["family_models"] == [
         str(paper_root / "models" / n) for n in ("tiny-llama", "tiny-opt")
     ]
+
+
+def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
+    frame = pd.read_csv(paper_root / "figures" / "claims" / "claims.csv").set_index("id")
+    body = json.loads((paper_root / "metrics" / "claims.json").read_text())
+    assert set(body["claims"]) == set(frame.index) and body["total"] == len(frame)
+    assert sum(body["counts"].values()) == len(frame)
+    notes = frame["note"].fillna("")
+    # S1's paper models are a list of pretrained models, not the in-pipeline family: no seeds.
+    size_claims = [i for i in frame.index if i.startswith("s1.larger_model_on_average.")]
+    assert size_claims and not notes[size_claims].str.contains("training seeds").any()
+    # The paper profile disables S0's fine-tuned miniature; the family is still trained once.
+    assert "needs s0_finetune responses" in notes["s0.known_context.influence"]
+    assert "training seeds" in notes["s0.model_size.influence"]
+

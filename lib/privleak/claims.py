@@ -1,0 +1,368 @@
+"""Claims as data: bootstrap intervals over independent units, and DESIGN §8 verdicts.
+
+A paper's directional claim is *reproduced* when the effect's (1 - alpha) interval excludes the
+null on the paper's side, *contradicted* when it excludes the null on the other side, and
+*inconclusive* otherwise (an interval touching the null included). Intervals come from a bootstrap
+over independent units (contexts, sequences): every row of a drawn unit comes along, so paired
+settings of one unit stay paired. Degenerate inputs (too few units, non-finite values, resamples
+that all agree) get no interval and a note saying why, never a crash or a fake-certain interval.
+
+Pure numpy/pandas/scipy; no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from privleak.errors import require
+
+REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
+VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
+DIRECTIONS = ("+", "-")  # the paper says the effect is above (+) or below (-) the null
+METHODS = ("percentile", "BCa", "basic")  # scipy.stats.bootstrap interval methods
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An effect, its interval (NaN when there is none) and how many units it rests on."""
+
+    effect: float
+    low: float
+    high: float
+    units: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One paper sentence, the effect that tests it, and the verdict (DESIGN §8)."""
+
+    id: str
+    paper: str
+    quote: str
+    where: str
+    effect_name: str
+    direction: str
+    null: float
+    effect: float
+    ci_low: float
+    ci_high: float
+    units: str
+    verdict: str
+    note: str
+
+
+def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
+    """'reproduced' if [low, high] lies strictly on the paper's side of null, 'contradicted' if
+    strictly on the other side, else 'inconclusive' (touching the null or no interval)."""
+    require(direction in DIRECTIONS, f"direction must be one of {DIRECTIONS}; got {direction!r}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return INCONCLUSIVE
+    above, below = low > null, high < null
+    if direction == "-":
+        above, below = below, above
+    return REPRODUCED if above else CONTRADICTED if below else INCONCLUSIVE
+
+
+def _units(n_rows: int, groups, strata) -> tuple:
+    """Rows ordered unit by unit, each unit's first position and row count in that order, and
+    the unit indices of each stratum (strata in sorted label order)."""
+    codes = np.arange(n_rows) if groups is None else pd.factorize(np.asarray(groups), sort=True)[0]
+    require(len(codes) == n_rows, f"groups has {len(codes)} labels for {n_rows} rows")
+    order = np.argsort(codes, kind="stable")
+    lengths = np.bincount(codes, minlength=codes.max() + 1 if n_rows else 0)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]].astype(int)
+    if strata is None:
+        return order, starts, lengths, [np.arange(lengths.size)]
+    labels = np.asarray(strata)
+    require(len(labels) == n_rows, f"strata has {len(labels)} labels for {n_rows} rows")
+    first = labels[order[starts]]
+    require(
+        bool((labels[order] == np.repeat(first, lengths)).all()),
+        "strata must be constant within each unit (a unit belongs to one stratum)",
+    )
+    return order, starts, lengths, [np.flatnonzero(first == s) for s in np.unique(first)]
+
+
+def _rows_of(units: np.ndarray, order, starts, lengths) -> np.ndarray:
+    """The rows of the given units (repeats included), without a Python loop over units."""
+    sizes = lengths[units]
+    offsets = np.repeat(starts[units] - np.r_[0, np.cumsum(sizes)[:-1]], sizes)
+    return order[offsets + np.arange(sizes.sum())]
+
+
+def bootstrap(
+    values,
+    statistic: Callable[[np.ndarray], float],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float = 0.05,
+    min_units: int = 2,
+    method: str = "percentile",
+    groups=None,
+    strata=None,
+) -> Estimate:
+    """effect = statistic(values) and its (1 - alpha) bootstrap interval over units.
+
+    values: array, rows on axis 0. groups: a label per row; rows sharing a label form one unit,
+    resampled whole (default: every row is a unit). strata: a label per row, constant within a
+    unit; units are resampled within their stratum, so each keeps its size (two-sample
+    contrasts). statistic: rows -> float, given the rows of the drawn units (a unit drawn twice
+    contributes its rows twice). Draws come from numpy's default_rng(seed) alone.
+    """
+    require(
+        isinstance(n_boot, int) and n_boot >= 100,
+        f"claims.n_boot must be an int >= 100; got {n_boot!r}",
+    )
+    require(0 < alpha < 0.5, f"claims.alpha must be in (0, 0.5); got {alpha!r}")
+    require(
+        isinstance(min_units, int) and min_units >= 2,
+        f"claims.min_units must be an int >= 2; got {min_units!r}",
+    )
+    require(method in METHODS, f"claims.method must be one of {METHODS}; got {method!r}")
+    values = np.asarray(values, dtype=float)
+    order, starts, lengths, samples = _units(len(values), groups, strata)
+    n_units, smallest = lengths.size, min((len(s) for s in samples), default=0)
+    if n_units == 0:
+        return Estimate(NAN, NAN, NAN, 0, "no units: nothing to estimate")
+    bad = int((~np.isfinite(values)).sum())
+    if bad:
+        return Estimate(NAN, NAN, NAN, n_units, f"{bad} non-finite values in the data: no interval")
+    effect = float(statistic(values))
+    if not math.isfinite(effect):
+        return Estimate(effect, NAN, NAN, n_units, "the effect is not finite: no interval")
+    if smallest < min_units:
+        where = " in a stratum" if len(samples) > 1 else ""
+        note = f"{smallest} units{where} < min_units {min_units}: no interval"
+        return Estimate(effect, NAN, NAN, n_units, note)
+
+    def resampled(*drawn: np.ndarray) -> float:
+        units = np.concatenate(drawn).astype(int)
+        return float(statistic(values[_rows_of(units, order, starts, lengths)]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BCa's degenerate-data warning: handled just below
+        result = stats.bootstrap(
+            tuple(samples),
+            resampled,
+            n_resamples=n_boot,
+            vectorized=False,
+            confidence_level=1 - alpha,
+            method=method,
+            rng=np.random.default_rng(seed),
+        )
+    spread = result.bootstrap_distribution
+    if not np.isfinite(spread).all():
+        note = f"{int((~np.isfinite(spread)).sum())} of {n_boot} resamples gave no finite effect"
+        return Estimate(effect, NAN, NAN, n_units, note + ": no interval")
+    if np.ptp(spread) == 0:
+        note = f"all resamples of the {n_units} units give the same effect: no interval"
+        return Estimate(effect, NAN, NAN, n_units, note)
+    low, high = (float(v) for v in result.confidence_interval)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Estimate(effect, NAN, NAN, n_units, f"{method} gave no finite interval")
+    return Estimate(effect, low, high, n_units)
+
+
+def worst_case(slack: Iterable[float], what: str) -> Estimate:
+    """A guarantee checked on every unit: the effect and its 'interval' are the smallest slack
+    (bound minus observed value, >= 0 when the bound holds). No resampling: one violation is
+    enough to contradict a guarantee, however many units hold."""
+    slack = np.asarray(list(slack), dtype=float)
+    if slack.size == 0 or not np.isfinite(slack).all():
+        return Estimate(NAN, NAN, NAN, int(slack.size), f"no finite slack over {what}")
+    worst = float(slack.min())
+    note = f"{int((slack < 0).sum())} of {slack.size} {what} violate the bound (no resampling)"
+    return Estimate(worst, worst, worst, int(slack.size), note)
+
+
+# ---------------------------------------------------------------- effects of common shapes
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation; 0.0 when x or y is constant (no monotone association)."""
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    if rx.size < 2 or np.ptp(rx) == 0 or np.ptp(ry) == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of y on x (x must take >= 2 distinct values)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    centred = x - x.mean()
+    require(bool((centred != 0).any()), "a slope needs >= 2 distinct x values")
+    return float((centred * (y - y.mean())).sum() / (centred**2).sum())
+
+
+def settings_matrix(
+    frame: pd.DataFrame, unit: str | list[str], setting: str, value: str
+) -> pd.DataFrame:
+    """[units x settings] table of `value` (the mean over repeated rows), columns sorted."""
+    table = frame.pivot_table(index=unit, columns=setting, values=value, aggfunc="mean")
+    return table.sort_index(axis=1)
+
+
+def paired_differences(matrix: pd.DataFrame, a, b) -> pd.Series:
+    """matrix[b] - matrix[a] for every unit that has both settings."""
+    return (matrix[b] - matrix[a]).dropna()
+
+
+def unit_trends(
+    matrix: pd.DataFrame, trend: Callable[[np.ndarray, np.ndarray], float] = spearman, x=None
+) -> pd.Series:
+    """trend(x, row) for every unit (row) over the settings it has, if it has >= 2 of them.
+
+    x: the setting values (default: the column labels); pass e.g. log2 of them for a slope on a
+    log scale."""
+    xs = np.asarray(matrix.columns if x is None else x, dtype=float)
+    values = matrix.to_numpy(dtype=float)
+    trends = {
+        key: trend(xs[np.isfinite(row)], row[np.isfinite(row)])
+        for key, row in zip(matrix.index, values, strict=True)
+        if np.isfinite(row).sum() >= 2
+    }
+    return pd.Series(trends, dtype=float)
+
+
+def two_samples(first: Sequence[float], second: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [flag, value] (flag 1 = first sample) and their strata, for `mean_contrast`."""
+    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    flags = np.r_[np.ones(first.size), np.zeros(second.size)]
+    return np.c_[flags, np.r_[first, second]], flags
+
+
+def mean_contrast(rows: np.ndarray) -> float:
+    """mean(value | flag 1) - mean(value | flag 0); with 0/1 values, a difference of proportions."""
+    first = rows[:, 0] == 1
+    return float(rows[first, 1].mean() - rows[~first, 1].mean())
+
+
+# ---------------------------------------------------------------- claims
+
+
+def judge(
+    claim_id: str,
+    *,
+    paper: str,
+    quote: str,
+    where: str,
+    effect_name: str,
+    direction: str,
+    estimate: Estimate,
+    unit: str,
+    null: float = 0.0,
+    missing: str = "",
+    note: str = "",
+) -> Claim:
+    """The Claim record for `estimate`, judged by `verdict`. `missing` names data the claim
+    needs that the artifacts lack: the verdict is then inconclusive whatever the interval says,
+    and the note tells what the interval alone would read. `note`: a caveat to keep with it."""
+    ruled = verdict(estimate.low, estimate.high, direction, null)
+    notes = [text for text in (note, estimate.note) if text]
+    if missing:
+        alone = f"; the interval alone reads {ruled}" if math.isfinite(estimate.low) else ""
+        notes.append(f"needs {missing}{alone}")
+        ruled = INCONCLUSIVE
+    return Claim(
+        id=claim_id,
+        paper=paper,
+        quote=quote,
+        where=where,
+        effect_name=effect_name,
+        direction=direction,
+        null=float(null),
+        effect=estimate.effect,
+        ci_low=estimate.low,
+        ci_high=estimate.high,
+        units=f"{estimate.units} {unit}",
+        verdict=ruled,
+        note="; ".join(notes),
+    )
+
+
+def _number(value: float, digits: int = 6) -> float | None:
+    """value rounded to `digits` significant digits (platform noise stays out of the files);
+    None for NaN/inf, which JSON cannot hold."""
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else None
+
+
+def _sorted(claims: Iterable[Claim]) -> list[Claim]:
+    ordered = sorted(claims, key=lambda c: c.id)
+    require(len({c.id for c in ordered}) == len(ordered), "claim ids must be unique")
+    return ordered
+
+
+def claims_frame(claims: Iterable[Claim]) -> pd.DataFrame:
+    """One row per claim, sorted by id, numbers rounded to 6 significant digits (NaN: none)."""
+    columns = [field.name for field in fields(Claim)]
+    frame = pd.DataFrame([asdict(c) for c in _sorted(claims)], columns=columns)
+    for column in ("null", "effect", "ci_low", "ci_high"):
+        frame[column] = [_number(v) for v in frame[column]]
+    return frame.astype({c: float for c in ("null", "effect", "ci_low", "ci_high")})
+
+
+def counts(claims: Iterable[Claim]) -> dict[str, int]:
+    """{verdict: number of claims} over every verdict, zeros included."""
+    found = [c.verdict for c in claims]
+    return {v: found.count(v) for v in VERDICTS}
+
+
+def metrics_json(claims: Iterable[Claim]) -> str:
+    """metrics/claims.json: per claim its effect, interval and verdict (null where there is no
+    number), counts per verdict and the total."""
+    ordered = _sorted(claims)
+    per_claim = {
+        c.id: {
+            "effect": _number(c.effect),
+            "ci": [_number(c.ci_low), _number(c.ci_high)],
+            "verdict": c.verdict,
+        }
+        for c in ordered
+    }
+    body = {"claims": per_claim, "counts": counts(ordered), "total": len(ordered)}
+    return json.dumps(body, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _show(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "n/a"
+
+
+def markdown(claims: Sequence[Claim], alpha: float) -> str:
+    """A readable page: counts, the claim table (id, quote, effect [interval], verdict), then
+    each claim's effect definition, units and note."""
+    frame = claims_frame(claims)
+    level = f"{100 * (1 - alpha):g} %"
+    tally = ", ".join(f"{n} {v}" for v, n in counts(claims).items())
+    lines = [
+        "# Claims of S0 and S1: verdicts from the cached artifacts",
+        "",
+        f"{len(frame)} claims: {tally}. Effect [{level} bootstrap interval over the units]; a "
+        "claim is reproduced when the interval excludes the null on the paper's side "
+        "(direction + or - of the null), contradicted when it excludes it on the other side.",
+        "",
+        "| id | where | quote | direction vs null | effect [interval] | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in frame.itertuples():
+        interval = f"{_show(row.effect)} [{_show(row.ci_low)}, {_show(row.ci_high)}]"
+        quote = row.quote.replace("|", "\\|")
+        lines.append(
+            f"| {row.id} | {row.where} | “{quote}” | {row.direction} {_show(row.null)} | "
+            f"{interval} | **{row.verdict}** |"
+        )
+    lines += ["", "## Effects, units and notes", ""]
+    for row in frame.itertuples():
+        note = f" Note: {row.note}." if row.note else ""
+        lines.append(f"- **{row.id}** ({row.paper}): {row.effect_name}. Units: {row.units}.{note}")
+    return "\n".join(lines) + "\n"

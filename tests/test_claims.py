@@ -1,0 +1,281 @@
+"""privleak.claims on constructed data: verdict edges, interval coverage, resampling by unit and
+by stratum, determinism, degenerate inputs, and the claim files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privleak import claims as cl
+from privleak.errors import PrivleakError
+
+NAN = float("nan")
+
+
+def boot(values, statistic=np.mean, **options):
+    return cl.bootstrap(values, statistic, **({"n_boot": 1000, "seed": 0} | options))
+
+
+# ---------------------------------------------------------------- verdict
+
+
+@pytest.mark.parametrize(
+    "low, high, direction, null, expected",
+    [
+        (0.1, 0.5, "+", 0.0, cl.REPRODUCED),
+        (-0.5, -0.1, "+", 0.0, cl.CONTRADICTED),
+        (-0.1, 0.5, "+", 0.0, cl.INCONCLUSIVE),
+        (0.0, 0.5, "+", 0.0, cl.INCONCLUSIVE),  # touching the null is not excluding it
+        (-0.5, 0.0, "+", 0.0, cl.INCONCLUSIVE),
+        (-0.5, -0.1, "-", 0.0, cl.REPRODUCED),
+        (0.1, 0.5, "-", 0.0, cl.CONTRADICTED),
+        (-0.5, 0.0, "-", 0.0, cl.INCONCLUSIVE),
+        (0.0, 0.5, "-", 0.0, cl.INCONCLUSIVE),
+        (1.01, 1.3, "+", 1.0, cl.REPRODUCED),  # a ratio against 1
+        (0.6, 1.0, "+", 1.0, cl.INCONCLUSIVE),
+        (0.2, 0.45, "-", 0.5, cl.REPRODUCED),  # a share below one half
+        (0.55, 0.9, "-", 0.5, cl.CONTRADICTED),
+        (NAN, NAN, "+", 0.0, cl.INCONCLUSIVE),
+        (0.1, NAN, "+", 0.0, cl.INCONCLUSIVE),
+    ],
+)
+def test_verdict_follows_design_section_8(low, high, direction, null, expected):
+    assert cl.verdict(low, high, direction, null) == expected
+
+
+def test_verdict_rejects_an_unknown_direction():
+    with pytest.raises(PrivleakError, match="direction must be one of"):
+        cl.verdict(0.1, 0.2, "up")
+
+
+# ---------------------------------------------------------------- bootstrap
+
+
+def test_interval_of_a_known_mean_has_the_normal_width():
+    x = np.random.default_rng(2).normal(0.5, 1.0, 400)
+    estimate = boot(x, n_boot=2000)
+    assert estimate.low < 0.5 < estimate.high
+    assert estimate.effect == pytest.approx(x.mean())
+    expected = 2 * 1.96 * x.std(ddof=1) / math.sqrt(400)  # ≈ 2 * 1.96 / 20
+    assert estimate.high - estimate.low == pytest.approx(expected, rel=0.1)
+    assert 0.15 < estimate.high - estimate.low < 0.25
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_intervals_cover_the_true_mean_about_95_percent_of_the_time(method):
+    rng = np.random.default_rng(3)
+    covered = 0
+    for i in range(100):  # skewed data, n = 60: the true mean is 1
+        estimate = boot(rng.exponential(1.0, 60), n_boot=300, seed=i, method=method)
+        covered += estimate.low < 1.0 < estimate.high
+    assert 0.85 <= covered / 100 <= 0.99
+
+
+def test_groups_resample_whole_units_so_pairs_stay_together():
+    rng = np.random.default_rng(0)
+    units = np.repeat(np.arange(40), 2)
+    setting = np.tile([0, 1], 40)
+    level = rng.normal(0, 10, 40)  # large between-unit spread, small paired effect
+    y = level[units] + 0.3 * setting + rng.normal(0, 0.1, 80)
+    rows = np.c_[units, setting, y]
+    balanced = []
+
+    def paired_effect(sample):
+        # every drawn unit brings both of its settings: per unit, as many 0s as 1s
+        zeros = np.bincount(sample[sample[:, 1] == 0, 0].astype(int), minlength=40)
+        ones = np.bincount(sample[sample[:, 1] == 1, 0].astype(int), minlength=40)
+        balanced.append(bool((zeros == ones).all()))
+        return sample[sample[:, 1] == 1, 2].mean() - sample[sample[:, 1] == 0, 2].mean()
+
+    paired = boot(rows, paired_effect, groups=units)
+    assert all(balanced) and len(balanced) >= 1000
+    assert paired.units == 40
+    assert paired.low > 0.2 and paired.high < 0.4
+    unpaired = boot(rows, paired_effect)  # rows resampled one by one: pairs broken
+    assert not all(balanced)
+    assert unpaired.units == 80
+    assert unpaired.high - unpaired.low > 10 * (paired.high - paired.low)
+
+
+def test_strata_keep_each_sample_size_in_every_resample():
+    rows, strata = cl.two_samples(np.arange(10.0) + 5, np.arange(7.0))
+    sizes = []
+
+    def contrast(sample):
+        sizes.append(int((sample[:, 0] == 1).sum()))
+        return cl.mean_contrast(sample)
+
+    estimate = boot(rows, contrast, strata=strata)
+    assert set(sizes) == {10}
+    assert estimate.effect == pytest.approx(9.5 - 3.0)
+    assert estimate.low > 0
+
+
+def test_groups_and_strata_together_resample_units_within_strata():
+    groups = np.repeat(np.arange(12), 3)
+    strata = (groups >= 6).astype(int)
+    values = np.c_[strata, groups + np.tile([0.0, 0.1, 0.2], 12)]
+    estimate = boot(values, cl.mean_contrast, groups=groups, strata=strata)
+    assert estimate.units == 12
+    assert estimate.low > 0
+    with pytest.raises(PrivleakError, match="strata must be constant within each unit"):
+        boot(values, cl.mean_contrast, groups=groups, strata=np.arange(36) % 2)
+
+
+def test_same_seed_same_interval_other_seed_other_draws():
+    x = np.random.default_rng(1).normal(size=50)
+    assert boot(x, seed=11) == boot(x, seed=11)
+    assert boot(x, seed=11).low != boot(x, seed=12).low
+
+
+@pytest.mark.parametrize(
+    "values, note",
+    [
+        ([], "no units"),
+        ([2.5], "1 units < min_units 2"),
+        ([1.0] * 10, "all resamples of the 10 units give the same effect"),
+        ([1.0, NAN, 2.0, 3.0], "1 non-finite values"),
+        ([1.0, np.inf, 2.0, 3.0], "1 non-finite values"),
+    ],
+)
+def test_degenerate_inputs_give_no_interval_and_a_note(values, note):
+    estimate = boot(values)
+    assert math.isnan(estimate.low) and math.isnan(estimate.high)
+    assert note in estimate.note
+    claim = cl.judge(
+        "x", paper="P", quote="q", where="w", effect_name="e", direction="+", estimate=estimate,
+        unit="units",
+    )  # fmt: skip
+    assert claim.verdict == cl.INCONCLUSIVE
+    assert note in claim.note
+
+
+def test_a_statistic_that_fails_on_some_resamples_gives_no_interval():
+    x = np.arange(1.0, 11.0)
+    estimate = boot(x, lambda s: s.mean() if 10 in s else NAN)  # NaN when 10 is not drawn
+    assert estimate.effect == 5.5
+    assert math.isnan(estimate.low) and "resamples gave no finite effect" in estimate.note
+
+
+def test_min_units_is_a_floor_per_stratum():
+    x = np.arange(5.0) + 1
+    assert "5 units < min_units 6" in boot(x, min_units=6).note
+    assert boot(np.arange(6.0) + 1, min_units=6).low > 0
+    rows, strata = cl.two_samples(np.arange(8.0), np.arange(3.0))
+    assert "3 units in a stratum < min_units 6" in boot(
+        rows, cl.mean_contrast, strata=strata, min_units=6
+    ).note
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"n_boot": 10}, "claims.n_boot must be an int >= 100; got 10"),
+        ({"alpha": 0.7}, r"claims.alpha must be in \(0, 0.5\); got 0.7"),
+        ({"min_units": 1}, "claims.min_units must be an int >= 2; got 1"),
+        ({"method": "jackknife"}, "claims.method must be one of"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(options, match):
+    with pytest.raises(PrivleakError, match=match) as info:
+        boot(np.arange(10.0), **options)
+    assert "\n" not in str(info.value)
+
+
+def test_groups_of_the_wrong_length_are_an_error():
+    with pytest.raises(PrivleakError, match="groups has 3 labels for 4 rows"):
+        boot(np.arange(4.0), groups=[0, 0, 1])
+
+
+# ---------------------------------------------------------------- effect helpers
+
+
+def test_spearman_and_slope():
+    assert cl.spearman([1, 2, 3, 4], [10, 20, 25, 100]) == pytest.approx(1.0)
+    assert cl.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert cl.spearman([1, 2, 3], [5, 5, 5]) == 0.0  # constant: no monotone association
+    assert cl.slope([0, 1, 2], [1, 3, 5]) == pytest.approx(2.0)
+    with pytest.raises(PrivleakError, match="slope needs >= 2 distinct x"):
+        cl.slope([1, 1], [0, 1])
+
+
+def test_settings_matrix_paired_differences_and_unit_trends():
+    frame = pd.DataFrame(
+        {
+            "unit": ["a", "a", "a", "b", "b", "c"],
+            "lam": [0.5, 1.0, 1.5, 0.5, 1.5, 0.5],
+            "tau": [1.0, 2.0, 4.0, 3.0, 2.0, 7.0],
+        }
+    )
+    matrix = cl.settings_matrix(frame, "unit", "lam", "tau")
+    assert list(matrix.columns) == [0.5, 1.0, 1.5]
+    diffs = cl.paired_differences(matrix, 0.5, 1.5)
+    assert diffs.to_dict() == {"a": 3.0, "b": -1.0}  # c lacks λ = 1.5: dropped
+    trends = cl.unit_trends(matrix, cl.slope)
+    assert trends.to_dict() == pytest.approx({"a": 3.0, "b": -1.0})  # c has one point: dropped
+    logs = cl.unit_trends(matrix, cl.spearman, x=np.log([0.5, 1.0, 1.5]))
+    assert logs.to_dict() == pytest.approx({"a": 1.0, "b": -1.0})
+
+
+def test_two_samples_and_mean_contrast_give_a_difference_of_proportions():
+    rows, strata = cl.two_samples([1, 1, 0, 1], [0, 0, 1, 0, 0])
+    assert rows.shape == (9, 2) and list(strata) == [1] * 4 + [0] * 5
+    assert cl.mean_contrast(rows) == pytest.approx(0.75 - 0.2)
+
+
+def test_worst_case_checks_every_unit():
+    held = cl.worst_case([0.3, 0.1, 0.2], "checks")
+    assert (held.effect, held.low, held.high, held.units) == (0.1, 0.1, 0.1, 3)
+    broken = cl.worst_case([0.3, -0.01] + [0.5] * 100, "checks")
+    assert broken.low == -0.01 and "1 of 102 checks violate" in broken.note
+    judged = [
+        cl.judge("g", paper="P", quote="q", where="w", effect_name="e", direction="+",
+                 estimate=e, unit="checks").verdict
+        for e in (held, broken)
+    ]  # fmt: skip
+    assert judged == [cl.REPRODUCED, cl.CONTRADICTED]
+    assert math.isnan(cl.worst_case([], "checks").effect)
+
+
+# ---------------------------------------------------------------- claims and files
+
+
+def claim(claim_id, low, high, **fields):
+    estimate = cl.Estimate(fields.pop("effect", (low + high) / 2), low, high, 8)
+    base = {"paper": "S0", "quote": "q | pipe", "where": "§1", "effect_name": "e",
+            "direction": "+", "unit": "contexts"}  # fmt: skip
+    return cl.judge(claim_id, estimate=estimate, **(base | fields))
+
+
+def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
+    judged = claim("a", 0.1, 0.3, missing="training seeds", note="a proxy")
+    assert judged.verdict == cl.INCONCLUSIVE
+    assert judged.note == "a proxy; needs training seeds; the interval alone reads reproduced"
+    assert judged.units == "8 contexts"
+    assert claim("b", 0.1, 0.3).verdict == cl.REPRODUCED
+
+
+def test_claim_files_are_sorted_rounded_and_deterministic():
+    found = [
+        claim("s1.b", -0.3, -0.1),
+        claim("s0.a", 0.123456789, 0.3),
+        claim("s0.c", NAN, NAN, effect=2.0),
+    ]
+    frame = cl.claims_frame(found)
+    assert list(frame["id"]) == ["s0.a", "s0.c", "s1.b"]
+    assert frame.loc[0, "ci_low"] == 0.123457
+    body = json.loads(cl.metrics_json(found))
+    assert body["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 1}
+    assert body["total"] == 3
+    assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive"}
+    assert cl.metrics_json(found) == cl.metrics_json(list(reversed(found)))
+    page = cl.markdown(found, alpha=0.05)
+    assert "3 claims: 1 reproduced, 1 contradicted, 1 inconclusive" in page
+    assert "| s0.c | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | **inconclusive** |" in page
+    assert page == cl.markdown(list(reversed(found)), alpha=0.05)
+    with pytest.raises(PrivleakError, match="claim ids must be unique"):
+        cl.claims_frame(found + [claim("s0.a", 0.1, 0.2)])
