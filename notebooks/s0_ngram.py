@@ -30,12 +30,6 @@ max_batch_streams = 16
 batch_size = 8
 
 # %%
-import os
-
-# OpenMP threads that spin while waiting stall badly when other processes share the cores;
-# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import time
 
 import pandas as pd
@@ -45,14 +39,7 @@ from privleak import data as corpora_io
 from privleak import models as registry
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
-from privleak.metrics.influence import (
-    bounded_cid_mechanism,
-    cid_mechanism,
-    ngram_logprobs,
-    ngram_spans,
-    response_logprobs,
-    token_influence,
-)
+from privleak.metrics.influence import ngram_influence, ngram_spans
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"
@@ -62,6 +49,9 @@ model, tokenizer = registry.load(
     models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
 )
 EOS, PAD = tokenizer.eos_token_id, tokenizer.pad_token_id
+# Ablated contexts are scored under the decoding distribution of the responses: CID at λ = 1.
+CID_AT_1 = {"lam": 1.0, "temperature": temperature, "eos_token_id": EOS,
+            "min_new_tokens": min_new_tokens, "batch_size": batch_size, "pad_id": PAD}  # fmt: skip
 
 
 def prompts_for(corpus, count, key, limit):
@@ -98,20 +88,16 @@ def f3_rows(g):
     record, prompt, counter, rows = records[g], prompts[g], ForwardCounter(), []
     length = int(generation.lengths[g])
     response = generation.tokens[g, :length].tolist()
-    prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
-    mechanism = cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens)
     for n in ngram["ns"]:
-        ablated = ngram_logprobs(
+        tau = ngram_influence(
             model,
             prompt,
             response,
+            generation.logp_context[g, :length],
             n,
-            mechanism,
-            batch_size=batch_size,
-            pad_id=PAD,
+            **CID_AT_1,
             counter=counter,
         )
-        tau = token_influence(generation.logp_context[g, :length], ablated)
         for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n)):
             rows.append(
                 {
@@ -161,20 +147,12 @@ length = int(example.lengths[0])
 whole = example.tau[0, :length]
 target = int(whole.argmax())  # the response token the context influences most
 response = example.tokens[0, : target + 1].tolist()
-prior = response_logprobs(model, prompt.with_context([]).ids, response)
-ablated = store.get_or_compute(
+tau = store.get_or_compute(
     ("T1", records[0]["id"]),
-    lambda: ngram_logprobs(
-        model,
-        prompt,
-        response,
-        1,
-        cid_mechanism(prior, 1.0, temperature, EOS, min_new_tokens),
-        batch_size=batch_size,
-        pad_id=PAD,
+    lambda: ngram_influence(
+        model, prompt, response, example.logp_context[0, : target + 1], 1, **CID_AT_1
     ),
-)
-tau = token_influence(example.logp_context[0, : target + 1], ablated)[:, target]
+)[:, target]
 unigram = pd.DataFrame(
     {
         "example": records[0]["id"],
@@ -201,21 +179,15 @@ def bounded_row(g):
     eps, counter = bounded["eps"][g % len(settings)], ForwardCounter()
     length = int(run.lengths[g])
     response = run.tokens[g, :length].tolist()
-    prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
-    mechanism = bounded_cid_mechanism(
-        prior, eps, bounded["lam_max"], temperature, EOS, min_new_tokens
-    )
-    ablated = ngram_logprobs(
+    tau_ngram = ngram_influence(
         model,
         prompt,
         response,
+        run.logp_context[g, :length],
         bounded["n"],
-        mechanism,
-        batch_size=batch_size,
-        pad_id=PAD,
+        **(CID_AT_1 | {"lam": bounded["lam_max"], "eps": eps}),
         counter=counter,
     )
-    tau_ngram = token_influence(run.logp_context[g, :length], ablated)
     row = {
         "example": record["id"],
         "eps": eps,

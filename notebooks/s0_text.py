@@ -25,12 +25,6 @@ bertscore = {"backend": "minilm", "model": None}
 faithfulness = "sentence_support"
 
 # %%
-import os
-
-# OpenMP threads that spin while waiting stall badly when other processes share the cores;
-# passive waiting costs nothing when the machine is ours alone (must precede `import torch`).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import pandas as pd
 
 from privleak import paths

@@ -13,7 +13,9 @@ from privleak.cid import cid_generate
 from privleak.errors import PrivleakError
 from privleak.metrics.influence import (
     ablate,
+    bounded_cid_mechanism,
     cid_mechanism,
+    ngram_influence,
     ngram_logprobs,
     ngram_logprobs_naive,
     ngram_spans,
@@ -171,6 +173,38 @@ def test_whole_context_ablation_equals_the_recorded_generation_influence(tiny_lm
     ablated = ngram_logprobs(tiny_lm, prompt, response, len(prompt.context), mechanism)
     tau = token_influence(gen.logp_context[0, :length], ablated)
     assert torch.allclose(tau[0], gen.tau[0, :length], atol=1e-4)
+
+
+@pytest.mark.parametrize("eps", [None, 0.5])
+def test_ngram_influence_is_cid_or_bounded_cid_ablation_influence(tiny_lm, eps):
+    prompt, _ = _case(2)
+    gen = cid_generate(
+        tiny_lm, [prompt], [(1.5, 0.8)], max_new_tokens=8, min_new_tokens=3, eos_token_id=2, eps=eps
+    )
+    length = int(gen.lengths[0])
+    response = gen.tokens[0, :length].tolist()
+    prior = response_logprobs(tiny_lm, prompt.with_context([]).ids, response)
+    if eps is None:
+        mechanism = cid_mechanism(prior, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+    else:
+        mechanism = bounded_cid_mechanism(prior, eps, 1.5, 0.8, eos_token_id=2, min_new_tokens=3)
+    expected = token_influence(
+        gen.logp_context[0, :length], ngram_logprobs(tiny_lm, prompt, response, 2, mechanism)
+    )
+    tau = ngram_influence(
+        tiny_lm,
+        prompt,
+        response,
+        gen.logp_context[0, :length],
+        2,
+        lam=1.5,
+        temperature=0.8,
+        eps=eps,
+        eos_token_id=2,
+        min_new_tokens=3,
+    )
+    assert torch.equal(tau, expected)
+    assert tau.shape == (len(ngram_spans(len(prompt.context), 2)), length)
 
 
 def test_removing_a_context_that_the_response_copies_has_influence():

@@ -268,3 +268,43 @@ def token_influence(
         tau = torch.where(torch.arange(tau.shape[-1]) < length, tau, torch.zeros(()))
     require(bool(torch.isfinite(tau).all()), "context influence is not finite (check EOS blocking)")
     return tau
+
+
+def ngram_influence(
+    model,
+    prompt: ContextPrompt,
+    response: Sequence[int],
+    logp_context: torch.Tensor,
+    n: int,
+    *,
+    lam: float,
+    temperature: float,
+    eps: float | None = None,
+    eos_token_id: int | None = None,
+    min_new_tokens: int = 0,
+    batch_size: int = 8,
+    pad_id: int = 0,
+    counter: ForwardCounter | None = None,
+) -> torch.Tensor:
+    """τ [K, len(response)] of each of the K n-grams of prompt's context on a CID response
+    (Def. 3.1): logp_context [len(response)] is the response's recorded log p̄(y_t | D); the
+    ablated side is CID at λ = lam, or bounded CID with λ <= lam when eps is given (Alg. 1), with
+    EOS blocked before min_new_tokens as during decoding."""
+    prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
+    if eps is None:
+        mechanism = cid_mechanism(prior, lam, temperature, eos_token_id, min_new_tokens)
+    else:
+        mechanism = bounded_cid_mechanism(
+            prior, eps, lam, temperature, eos_token_id, min_new_tokens
+        )
+    ablated = ngram_logprobs(
+        model,
+        prompt,
+        response,
+        n,
+        mechanism,
+        batch_size=batch_size,
+        pad_id=pad_id,
+        counter=counter,
+    )
+    return token_influence(logp_context, ablated)
