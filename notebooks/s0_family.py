@@ -13,6 +13,7 @@
 seed = 0
 models = {"device": "cpu", "dtype": "float32"}
 min_new_tokens = 4
+count_eos = True
 temperature = 0.8
 family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_tokens": 12, "n": 32}
 max_batch_streams = 16
@@ -108,6 +109,7 @@ for size in sizes:
         seed=seed,
         example_ids=[r["id"] for r in records],
         max_batch_streams=max_batch_streams,
+        count_eos=count_eos,
         cache=store.cache("generate", size),
     )
     parameters = manifest["sizes"][size]["parameters"]

@@ -16,6 +16,7 @@ template = "chat"
 context_tokens = 64
 max_new_tokens = 12
 min_new_tokens = 4
+count_eos = True
 temperature = 0.8
 lams = [0.5, 1.0, 1.5]
 max_batch_streams = 16
@@ -90,6 +91,7 @@ if finetune["enabled"]:
             seed=seed,
             example_ids=[e["example"] for e in examples],
             max_batch_streams=max_batch_streams,
+            count_eos=count_eos,
         )
         print(f"{label}: generated in {time.perf_counter() - started:.1f} s")
         # Plain-text log-likelihood of each context (first token as the prompt).

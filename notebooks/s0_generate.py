@@ -21,6 +21,7 @@ n_examples = 2
 context_tokens = 64
 max_new_tokens = 12
 min_new_tokens = 4
+count_eos = True
 temperature = 0.8
 lams = [0.5, 1.0, 1.5]
 max_batch_streams = 16
@@ -83,6 +84,7 @@ def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(N
             seed=seed,
             example_ids=keys,
             max_batch_streams=max_batch_streams,
+            count_eos=count_eos,
             cache=store.cache(experiment, lm),
         )
         print(

@@ -23,6 +23,7 @@ template = "chat"
 context_tokens = 64
 max_new_tokens = 12
 min_new_tokens = 4
+count_eos = True
 temperature = 0.8
 ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16}
 bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 16}
@@ -74,6 +75,7 @@ def generate(records, prompts, settings, eps=None):
         eps=eps,
         example_ids=[r["id"] for r in records],
         max_batch_streams=max_batch_streams,
+        count_eos=count_eos,
         cache=store.cache("generate"),
     )
 
