@@ -13,6 +13,7 @@ from privleak import params, paths
 from privleak.errors import PrivleakError
 
 STAGES = list(yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"])
+PARAMS_FILE = paths.PARAMS_FILE
 
 
 def with_profile(profile: str) -> dict:
@@ -51,12 +52,22 @@ def test_profiles_differ_only_where_stages_should_rerun():
     )
 
 
+def real_params_text(**replace: str) -> str:
+    """The repository's params.yaml; each `key="key: value"` replaces the top-level key's line."""
+    text = PARAMS_FILE.read_text()
+    for key, line in replace.items():
+        text, count = re.subn(rf"^{key}:.*$", line, text, count=1, flags=re.MULTILINE)
+        assert count == 1, key
+    return text
+
+
 def test_unknown_profile_is_one_line_error(tmp_path):
     bad = tmp_path / "params.yaml"
-    bad.write_text("profile: large\nlarge: {}\n")
-    with pytest.raises(PrivleakError, match="profile 'large' is unknown; allowed: smoke") as info:
+    bad.write_text(real_params_text(profile="profile: large"))
+    with pytest.raises(PrivleakError, match="profile = 'large': must be one of smoke") as info:
         params.load(bad)
     assert "\n" not in str(info.value)
+    assert str(info.value).startswith("params.yaml: ")
 
 
 def test_missing_key_names_the_key():
@@ -65,13 +76,13 @@ def test_missing_key_names_the_key():
 
 
 def test_run_with_profile_switches_then_restores(tmp_path, monkeypatch):
-    original = "profile: embedded\nseed: 0\n"
+    original = real_params_text(profile="profile: embedded")
     (tmp_path / "params.yaml").write_text(original)
     monkeypatch.setattr(paths, "ROOT", tmp_path)
     monkeypatch.setattr(paths, "PARAMS_FILE", tmp_path / "params.yaml")
     seen = tmp_path / "seen.txt"
     command = [sys.executable, "-c", f"import shutil; shutil.copy('params.yaml', {str(seen)!r})"]
     assert params.run_with_profile("smoke", command) == 0
-    assert seen.read_text().startswith("profile: smoke\n")
+    assert seen.read_text() == real_params_text(profile="profile: smoke")
     assert (tmp_path / "params.yaml").read_text() == original
     assert not (tmp_path / "dvc.lock").exists()

@@ -1,4 +1,4 @@
-"""params.yaml access: profile checks, and the params one dvc.yaml stage declares.
+"""params.yaml access: the validated file, and the params one dvc.yaml stage declares.
 
 params.yaml holds `profile: smoke | embedded | paper` and groups of knobs with one block per
 profile. Stages declare `<group>.${profile}[.<key>]`, so switching the profile reruns exactly the
@@ -28,20 +28,14 @@ _PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
 
 
 def load(path: Path | None = None) -> dict[str, Any]:
-    """The whole params file, with the profile checked."""
+    """The whole params file, validated against privleak.schema (every group, every profile
+    block); a one-line PrivleakError names the file, the key path, the value and what is allowed."""
+    from privleak import schema  # pydantic only when params are read, not on every import
+
     path = Path(path or paths.PARAMS_FILE)
     require(path.exists(), f"params file {path} is missing")
-    try:
-        params = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise PrivleakError(
-            f"params file {path} is not valid YAML: " + str(error).replace("\n", " ")
-        ) from None
-    profile = params.get("profile")
-    require(
-        profile in PROFILES,
-        f"params.yaml: profile '{profile}' is unknown; allowed: {', '.join(PROFILES)}",
-    )
+    params = schema.load_yaml(path.read_text(), source=path.name)
+    schema.validate(params, source=path.name)
     return params
 
 
@@ -143,14 +137,14 @@ def run_with_profile(profile: str, command: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check params.yaml or run with another profile.")
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("check", help="validate the profile selection")
+    sub.add_parser("check", help="validate every key of params.yaml")
     run = sub.add_parser("run", help="run a command with params.yaml set to a profile")
     run.add_argument("profile")
     run.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     try:
         if args.action == "check":
-            print(f"profile: {load()['profile']}")
+            print(f"{paths.PARAMS_FILE.name}: ok (profile {load()['profile']})")
             return 0
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         require(bool(command) and shutil.which(command[0]) is not None, f"cannot run {command}")
