@@ -1,0 +1,105 @@
+"""privleak.schema: the real params.yaml passes, its repeated lib names stay in step with lib,
+and the YAML loader and error lines behave (the bad-input catalogue is test_bad_inputs.py)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+
+import matplotlib.figure
+import pytest
+
+from privleak import cid, data, figures, models, paths, schema
+from privleak.errors import PrivleakError
+from privleak.metrics import sequence
+
+
+def params() -> dict:
+    return schema.load_yaml(paths.PARAMS_FILE.read_text())
+
+
+def test_the_repository_params_pass_under_every_profile():
+    for profile in schema.PROFILES:
+        assert schema.validate(params() | {"profile": profile}).profile == profile
+
+
+def test_repeated_names_match_the_library():
+    assert schema.GENERATORS == tuple(sorted(data.GENERATORS))
+    assert schema.FILE_TYPES == data.FILE_TYPES
+    assert schema.EMBEDDED_LMS == models.EMBEDDED_LMS
+    assert set(schema.DTYPES) == set(models.DTYPES)
+    assert schema.DECODER_KINDS == sequence.DECODER_KINDS
+    assert set(schema.S0_TASKS) == set(cid.TASKS)
+    assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
+    assert set(data.SPEC_KEYS) <= set(schema.Slot.model_fields)
+
+
+def test_figure_formats_are_ones_matplotlib_writes():
+    supported = matplotlib.figure.Figure().canvas.get_supported_filetypes()
+    assert set(schema.FIGURE_FORMATS) <= set(supported)
+
+
+@pytest.mark.parametrize("generator", data.GENERATORS)
+def test_generator_options_match_the_generators(generator):
+    keyword_only = {
+        p.name: p.default
+        for p in inspect.signature(data.GENERATORS[generator]).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    fields = schema.GENERATOR_OPTIONS[generator].model_fields
+    assert {name: list(d) if isinstance(d, tuple) else d for name, d in keyword_only.items()} == {
+        name: field.default for name, field in fields.items()
+    }
+
+
+def test_family_mix_keys_are_the_generators_train_family_mixes():
+    source = (paths.NOTEBOOKS / "train_family.py").read_text()
+    mix_fields = next(
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MIX_FIELDS"
+    )
+    assert {key.value for key in mix_fields.keys} == set(schema.Mix.model_fields)
+
+
+def test_duplicate_key_in_a_flow_mapping_names_key_and_line():
+    with pytest.raises(PrivleakError, match=r"^x.yaml: line 2: key 'a' is given twice \(first"):
+        schema.load_yaml("top: 1\nb: {a: 1, a: 2}\n", source="x.yaml")
+
+
+def test_merge_keys_may_override_and_aliases_are_shared():
+    loaded = schema.load_yaml("base: &b {a: 1, c: 2}\nover: {<<: *b, a: 3}\nsame: *b\n")
+    assert loaded["over"] == {"a": 3, "c": 2}
+    assert loaded["same"] is loaded["base"]
+
+
+def test_an_unselected_profile_block_is_validated_too():
+    bad = params() | {"profile": "smoke"}
+    bad["s1"]["paper"]["isp"]["max_nodes"] = 0
+    with pytest.raises(PrivleakError, match=r"s1\.paper\.isp\.max_nodes = 0: must be an integer"):
+        schema.validate(bad)
+
+
+def test_not_a_mapping_is_one_line():
+    with pytest.raises(PrivleakError, match="^params.yaml: must be a mapping$"):
+        schema.validate(None)
+
+
+def test_load_is_fast():
+    code = (
+        "import time; t = time.perf_counter(); from privleak import params; params.load(); "
+        "print(time.perf_counter() - t)"
+    )
+    env_lib = str(paths.ROOT / "lib")
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": env_lib, "PATH": "/usr/bin:/bin"},
+        cwd=paths.ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # ~0.2 s of CPU on a quiet machine; generous for a shared one.
+    assert float(result.stdout) < 1.5
