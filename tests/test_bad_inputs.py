@@ -109,13 +109,13 @@ def edited(text: str, key: str, value: Any) -> str:
 class Case:
     key: str  # dotted key to set, or the text to replace for `raw`
     value: Any
-    expected: str  # the error line after "privleak: error: params.yaml: "
+    expected: str  # part of the error line, which starts "privleak: error: params.yaml: "
     raw: bool = False
     check: bool = False  # run `python -m privleak.params check` instead of the stage
 
     def text(self, original: str) -> str:
         if self.raw:
-            assert original.count(self.key) >= 1, self.key
+            assert self.key in original, self.key
             return original.replace(self.key, self.value, 1)
         return edited(original, self.key, self.value)
 
@@ -252,6 +252,11 @@ CASES = {
         "s1.smoke.decoders[0].value",
         3,
         "s1.smoke.decoders[0].value = 3: must be omitted: greedy takes no value",
+    ),
+    "leakage_rule_typo": Case(
+        "s0.smoke.leakage_rule",
+        "offical",
+        "s0.smoke.leakage_rule = 'offical': must be one of runs, official",
     ),
     "bertscore_backend": Case(
         "s0.smoke.bertscore.backend",

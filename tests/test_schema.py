@@ -11,7 +11,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import cid, data, figures, models, paths, schema
+from privleak import data, figures, models, paths, prompts, schema
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
 
@@ -31,7 +31,7 @@ def test_repeated_names_match_the_library():
     assert schema.EMBEDDED_LMS == models.EMBEDDED_LMS
     assert set(schema.DTYPES) == set(models.DTYPES)
     assert schema.DECODER_KINDS == sequence.DECODER_KINDS
-    assert set(schema.S0_TASKS) == set(cid.TASKS)
+    assert set(schema.S0_TASKS) == set(prompts.TASKS)
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
     assert set(data.SPEC_KEYS) <= set(schema.Slot.model_fields)
 

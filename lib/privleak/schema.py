@@ -28,7 +28,7 @@ FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.FILE_TYPES
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 DTYPES = ("float32", "float16", "bfloat16")  # privleak.models.DTYPES
 DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")  # metrics.sequence
-S0_TASKS = ("cnn_dm", "pubmedqa")  # privleak.cid.TASKS
+S0_TASKS = ("cnn_dm", "pubmedqa")  # privleak.prompts.TASKS
 FIGURE_FORMATS = ("png", "pdf", "svg")  # privleak.figures writes these byte-deterministically
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate strategies
 # dvc.yaml stages read data/raw/<slot>.jsonl of these; pretrain also needs its secrets file.
@@ -651,8 +651,10 @@ class S0(Strict):
     finetune: Finetune
     family: S0Family
     batch_size: Annotated[int, COUNT]
+    leakage_rule: Annotated[str, _one_of("runs", "official")]
     repeat_min_run: Annotated[int, COUNT]
     repeat_share: Annotated[float, SHARE]
+    repeat_min_shared_words: Annotated[int, INDEX]
     rouge_threshold: Annotated[float, SHARE]
     bertscore: Bertscore
     faithfulness: Annotated[str, FAITHFULNESS]
