@@ -37,6 +37,7 @@ GROUP_STAGE = {  # the stage a case runs, by the edited key's group
     "family": "train_family",
     "s1": "s1_scores",
     "s0": "s0_generate",
+    "claims": "render_claims",
 }
 
 
@@ -362,6 +363,9 @@ CASES = {
         "s1.smoke.scores.models",
         ["org/a", "org/b"],
         "s1.smoke.scores.sequences = 'planted': must be file:data/external/s1/<file>.jsonl",
+    ),
+    "claims_alpha": Case(
+        "claims.paper.alpha", 0.5, "claims.paper.alpha = 0.5: must be a number in (0, 0.5)"
     ),
     "one_stream_per_batch": Case(
         "s0.smoke.max_batch_streams", 1, "s0.smoke.max_batch_streams = 1: must be an integer >= 2"

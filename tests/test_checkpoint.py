@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +21,8 @@ from privleak.metrics import sequence as seq
 from privleak.prompts import ContextPrompt
 from privleak.scoring import continuation_logprobs
 
-VALUES = {"seed": 3, "toy": {"n": 2}}
+REPO = Path(__file__).resolve().parents[1]
+VALUES = {"seed": 3, "context_gain": {"n_examples": 2}}
 
 
 class Interrupted(Exception):
@@ -28,15 +31,15 @@ class Interrupted(Exception):
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A one-stage project: stage `toy` declares seed and toy.${profile}, and depends on one
-    file and one folder."""
-    (tmp_path / "params.yaml").write_text(
-        "profile: smoke\nseed: 3\nunrelated: 1\ntoy:\n  smoke: {n: 2}\n  embedded: {n: 5}\n"
-    )
+    """A one-stage project on a copy of the real params.yaml (profile smoke): stage `toy`
+    declares seed and context_gain.${profile}, and depends on one file and one folder."""
+    params_text = (REPO / "params.yaml").read_text()
+    params_text = re.sub(r"^profile: .*$", "profile: smoke", params_text, count=1, flags=re.M)
+    (tmp_path / "params.yaml").write_text(params_text)
     stage = {
         "cmd": "x",
         "deps": ["code.py", "inputs", "not_built_yet"],
-        "params": ["seed", "toy.${profile}"],
+        "params": ["seed", "context_gain.${profile}"],
         "outs": ["out"],
     }
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"toy": stage}}))
@@ -58,13 +61,13 @@ def test_fingerprint_follows_declared_params_and_deps_only(project):
     base = fingerprint()
     assert fingerprint() == base
     # Not part of the stage: an undeclared param, a notebook variable, a file outside the deps.
-    (project / "params.yaml").write_text(
-        (project / "params.yaml").read_text().replace("unrelated: 1", "unrelated: 2")
-    )
+    text = (project / "params.yaml").read_text()
+    assert "formats: [png, pdf]" in text
+    (project / "params.yaml").write_text(text.replace("formats: [png, pdf]", "formats: [png, svg]"))
     (project / "elsewhere.txt").write_text("changed\n")
     assert fingerprint(VALUES | {"scratch": 7}) == base
     # A declared param's value, a dep file's content, a file in a dep folder, a missing dep.
-    assert fingerprint(VALUES | {"toy": {"n": 3}}) != base
+    assert fingerprint(VALUES | {"context_gain": {"n_examples": 3}}) != base
     assert fingerprint(VALUES | {"seed": 4}) != base
     (project / "code.py").write_text("x = 2\n")
     changed_code = fingerprint()
@@ -81,7 +84,8 @@ def test_fingerprint_follows_declared_params_and_deps_only(project):
 
 
 def test_missing_declared_param_is_a_one_line_error(project):
-    with pytest.raises(PrivleakError, match=r"stage 'toy': the notebook lacks .*\['toy'\]") as info:
+    lacks = r"stage 'toy': the notebook lacks .*\['context_gain'\]"
+    with pytest.raises(PrivleakError, match=lacks) as info:
         checkpoint.open_stage("toy", {"seed": 3})
     assert "\n" not in str(info.value)
 

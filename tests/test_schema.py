@@ -11,7 +11,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import data, figures, models, paths, prompts, schema
+from privleak import claims, data, figures, models, paths, prompts, schema
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
 
@@ -33,7 +33,8 @@ def test_repeated_names_match_the_library():
     assert schema.DECODER_KINDS == sequence.DECODER_KINDS
     assert set(schema.S0_TASKS) == set(prompts.TASKS)
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
-    assert set(data.SPEC_KEYS) <= set(schema.Slot.model_fields)
+    assert set(data.SPEC_KEYS) == set(schema.Slot.model_fields)
+    assert schema.CLAIM_METHODS == claims.METHODS
 
 
 def test_figure_formats_are_ones_matplotlib_writes():

@@ -31,6 +31,7 @@ DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")  # metri
 S0_TASKS = ("cnn_dm", "pubmedqa")  # privleak.prompts.TASKS
 FIGURE_FORMATS = ("png", "pdf", "svg")  # privleak.figures writes these byte-deterministically
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate strategies
+CLAIM_METHODS = ("percentile", "BCa", "basic")  # privleak.claims.METHODS
 # dvc.yaml stages read data/raw/<slot>.jsonl of these; pretrain also needs its secrets file.
 REQUIRED_SLOTS = ("cnn_dm", "pubmedqa", "pretrain")
 CORPORA_DIR = "data/external/corpora/"
@@ -684,6 +685,14 @@ class S0(Strict):
         return self
 
 
+class Claims(Strict):
+    n_boot: Annotated[int, _at_least(100)]
+    seed: Annotated[int, INDEX]
+    alpha: Annotated[float, Rule(lambda v: _is_number(v) and 0 < v < 0.5, "a number in (0, 0.5)")]
+    min_units: Annotated[int, _at_least(2)]
+    method: Annotated[str, _one_of(*CLAIM_METHODS)]
+
+
 class Params(Strict):
     """The whole params.yaml."""
 
@@ -696,6 +705,7 @@ class Params(Strict):
     family: per_profile(Family, "FamilyGroup")
     s1: per_profile(S1, "S1Group")
     s0: per_profile(S0, "S0Group")
+    claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")
     def _across_groups(self) -> Self:
