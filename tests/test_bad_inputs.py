@@ -221,6 +221,9 @@ CASES = {
         raw=True,
     ),
     "list_for_a_number": Case("s0.smoke.lams", 0.5, "s0.smoke.lams = 0.5: must be a list"),
+    "count_eos_as_number": Case(
+        "s0.smoke.count_eos", 1, "s0.smoke.count_eos = 1: must be true or false"
+    ),
     "flag_yes": Case(
         "s0.smoke.finetune.enabled",
         "yes",

@@ -642,6 +642,7 @@ class S0(Strict):
     context_tokens: Annotated[int | None, _optional(COUNT)]
     max_new_tokens: Annotated[int, COUNT]
     min_new_tokens: Annotated[int, INDEX]
+    count_eos: Annotated[bool, FLAG]
     temperature: Annotated[float, POSITIVE]
     lams: list_of(Annotated[float, NON_NEGATIVE], unique=True)  # one decode group each
     max_batch_streams: Annotated[int, _at_least(2)]  # two streams per CID response
