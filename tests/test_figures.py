@@ -74,6 +74,16 @@ def test_tick_labels_of_overlapping_axes_are_reported():
     plt.close("all")
 
 
+def test_tick_labels_of_an_axes_turned_off_are_not_drawn_so_not_reported():
+    fig = plt.figure(figsize=(4, 3), layout="none")
+    fig.add_axes((0.2, 0.2, 0.6, 0.6))
+    inset = fig.add_axes((0.2, 0.2, 0.6, 0.6))
+    fig.canvas.draw()  # its tick labels now hold text, but an axes turned off never draws them
+    inset.axis("off")
+    assert figures.overlapping_text(fig) == []
+    plt.close("all")
+
+
 def test_the_theme_lays_out_panels_without_overlap(themed):
     fig = three_panels()
     assert fig.get_layout_engine() is not None

@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from privleak.errors import require  # noqa: E402
+from privleak.errors import PrivleakError, require  # noqa: E402
 
 # No timestamps or random ids in the files, so identical data gives identical bytes.
 matplotlib.rcParams["svg.hashsalt"] = "privleak"
@@ -78,37 +78,41 @@ def _short(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:39] + "…")
 
 
-def _tick_labels(axis, name: str) -> list[tuple[str, Text]]:
+def _axis_texts(ax: plt.Axes, axis, name: str) -> list[tuple[str, object]]:
+    """Label, offset and drawn tick labels of one axis; none when the axis is not drawn (a
+    twin's hidden x axis keeps visible tick labels that are never drawn)."""
+    if not (ax.axison and axis.get_visible()):
+        return []
     # Only ticks inside the view limits are drawn; the locator may return more.
     lo, hi = sorted(axis.get_view_interval())
     slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
-    return [
+    ticks = [
         (f"{name} tick", label)
         for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks())
         if lo - slack <= tick.get_loc() <= hi + slack
         for label in (tick.label1, tick.label2)
     ]
+    return [(f"{name} label", axis.label), (f"{name} offset", axis.get_offset_text()), *ticks]
 
 
 def _texts(fig: plt.Figure) -> list[tuple[str, object]]:
     """(name, artist) for every text-bearing artist of fig, visible or not."""
+    # matplotlib keeps the suplabel and side-title Text objects private; only they give extents.
     named = {id(fig._suptitle): "suptitle", id(fig._supxlabel): "supxlabel",
              id(fig._supylabel): "supylabel"}  # fmt: skip
     found = [(named.get(id(t), "figure text"), t) for t in fig.texts]
     found += [("figure legend", legend) for legend in fig.legends]
     for k, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
         where = f"axes {k}"
         found += [
             (f"{where} title", ax.title),
             (f"{where} left title", ax._left_title),
             (f"{where} right title", ax._right_title),
-            (f"{where} x label", ax.xaxis.label),
-            (f"{where} y label", ax.yaxis.label),
-            (f"{where} x offset", ax.xaxis.get_offset_text()),
-            (f"{where} y offset", ax.yaxis.get_offset_text()),
             *[(f"{where} text", t) for t in ax.texts],
-            *_tick_labels(ax.xaxis, f"{where} x"),
-            *_tick_labels(ax.yaxis, f"{where} y"),
+            *_axis_texts(ax, ax.xaxis, f"{where} x"),
+            *_axis_texts(ax, ax.yaxis, f"{where} y"),
         ]
         if ax.get_legend() is not None:
             found.append((f"{where} legend", ax.get_legend()))
@@ -153,9 +157,10 @@ def save_figure(
     clashes = overlapping_text(fig)
     if clashes:
         plt.close(fig)
-        first = " and ".join(clashes[0])
         more = f" (+{len(clashes) - 1} more pairs)" if len(clashes) > 1 else ""
-        require(False, f"figure {stem.name}: overlapping text: {first}{more}")
+        raise PrivleakError(
+            f"figure {stem.name}: overlapping text: {' and '.join(clashes[0])}{more}"
+        )
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
