@@ -29,6 +29,7 @@ from privleak.figures import (
     outside_legend,
     save_figure,
     save_table,
+    short_name,
     style,
 )
 
@@ -58,11 +59,6 @@ lms = list(dict.fromkeys(generations["model"]))  # s0.lms order
 def metric_key(key: str, model: str) -> str:
     # One LM keeps the plain key; with several (paper profile) every LM gets its own.
     return key if len(lms) == 1 else f"{key}/{model}"
-
-
-def short(model: str) -> str:
-    """Legend label: the last component of a hub id or folder."""
-    return model.rstrip("/").split("/")[-1]
 
 
 def lam_label(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +246,7 @@ by_size = (
 )
 fig, ax = plt.subplots(figsize=(4.5, 3))
 sns.lineplot(
-    data=sizes.assign(LM=sizes["model"].map(short)), x="context_limit", y="tau", hue="LM",
+    data=sizes.assign(LM=sizes["model"].map(short_name)), x="context_limit", y="tau", hue="LM",
     marker="o", legend=len(lms) > 1, ax=ax, **BOOTSTRAP,
 )  # fmt: skip
 ax.set_xscale("log", base=2)
@@ -289,7 +285,7 @@ for (model, corpus), part in per_token.groupby(["model", "corpus"]):
     ax.set_xlabel("response position t")
     ax.set_ylabel(r"mean $\tau_{|D|}$ of token t")
     ax.set_title(
-        f"{corpus if len(lms) == 1 else f'{short(model)}: {corpus}'}, "
+        f"{corpus if len(lms) == 1 else f'{short_name(model)}: {corpus}'}, "
         f"{part['example'].nunique()} contexts"
     )
 outside_legend(fig, axes.flat[0], title="λ")
@@ -393,7 +389,7 @@ for name, fixed, axis in [
         strict=True,
     ):
         sns.lineplot(
-            data=part.assign(LM=part["model"].map(short)), x=axis, y=column, hue="LM",
+            data=part.assign(LM=part["model"].map(short_name)), x=axis, y=column, hue="LM",
             marker="o", legend=len(lms) > 1, ax=ax, **BOOTSTRAP,
         )  # fmt: skip
         ax.set_xlabel("T" if axis == "temperature" else "λ")

@@ -30,6 +30,7 @@ from privleak.figures import (
     outside_legend,
     save_figure,
     save_table,
+    short_name,
     style,
 )
 from privleak.metrics import sequence as seq
@@ -43,7 +44,7 @@ EXPECTED_LABEL = "1 − (1 − ESP)^X (expected)"
 S1 = paths.INTERIM / "s1"
 TREND_DECODER = "sampling"
 LABELS = {"named_entity": "family NE (4-token)", "long_sequence": "family 50-token",
-          "public_text": "SmolLM2 public text (50-token)"}  # fmt: skip
+          "public_text": "public text (50-token)"}  # fmt: skip
 
 esp = pd.concat(
     [pd.read_parquet(S1 / "scores" / "esp.parquet"), pd.read_parquet(S1 / "public" / "esp.parquet")]
@@ -67,6 +68,11 @@ ranks = esp[esp["kind"] != "public_text"].drop_duplicates("model").sort_values("
 family_models = ranks["model"].tolist()
 largest = family_models[-1]
 metrics: dict = {"decoders": decoders, "family_models": family_models}
+# The model each dataset's leak analysis uses, for titles (public text: s1_public's one model).
+analysed = {
+    kind: short_name(largest if kind != "public_text" else frame["model"].iloc[0])
+    for kind, frame in esp.groupby("kind")
+}
 
 # Per dataset: the ESPs at the full prefix on the model the leak analysis uses.
 datasets = {kind: frame for kind, frame in esp[esp["prefix_len"] == full_prefix].groupby("kind")}
@@ -121,8 +127,7 @@ for ax, kind in zip(axes[0], kinds, strict=True):
         style_order=[RULE_LABEL, EXPECTED_LABEL], ax=ax, **BOOTSTRAP,
     )  # fmt: skip
     count = part.groupby(["decoder", "curve", "X"]).size().min()
-    name = LABELS[kind] + ("" if kind == "public_text" else f", {largest}")
-    ax.set_title(f"{name}\n{count} sequences", fontsize=9)
+    ax.set_title(f"{LABELS[kind]}\n{analysed[kind]}, {count} sequences", fontsize=9)
     ax.set_xlabel("X (samples per sequence)")
     ax.set_ylabel("")
     ax.set_xscale("log")
@@ -155,7 +160,8 @@ for (kind, decoder), frame in montecarlo.groupby(["kind", "decoder"]):
 mc = pd.DataFrame(mc_rows)
 # The band is the Monte-Carlo noise given the ESPs (closed form), not a bootstrap over sequences.
 colors = dict(zip(decoders, sns.color_palette(n_colors=len(decoders)), strict=True))
-fig, axes = plt.subplots(1, mc["dataset"].nunique(), figsize=(7, 3), squeeze=False)
+panels = mc["dataset"].nunique()
+fig, axes = plt.subplots(1, panels, figsize=(3.5 * panels + 3, 3), squeeze=False)
 for ax, (kind, frame) in zip(axes[0], mc.groupby("dataset"), strict=True):
     for decoder in [d for d in decoders if d in set(frame["decoder"])]:
         c = frame[frame["decoder"] == decoder]
@@ -168,12 +174,12 @@ for ax, (kind, frame) in zip(axes[0], mc.groupby("dataset"), strict=True):
         ax.plot(dots["X"], dots["monte_carlo_pct"], "o", ms=3, color=colors[decoder])
     ax.plot([], [], "o", ms=3, color="grey", label="Monte-Carlo, real sampler")
     ax.fill_between([], [], color="grey", alpha=0.2, lw=0, label="1 − (1 − ESP)^X ± 95% MC noise")
-    ax.set_title(f"{LABELS[kind]}, {frame['sequences'].iloc[0]} sequences", fontsize=9)
+    ax.set_title(
+        f"{LABELS[kind]}\n{analysed[kind]}, {frame['sequences'].iloc[0]} sequences", fontsize=9
+    )
     ax.set_xlabel("X (samples per sequence)")
 axes[0][0].set_ylabel("% leaked (subset)")
 outside_legend(fig, axes[0][0])
-for ax in axes[0][1:]:
-    ax.get_legend().remove()
 save_figure(fig, FIG / "s1_fig2_montecarlo", FORMATS)
 save_table(mc[mc["X"].isin([1, 5, 10, 30, 50, 100])], FIG / "s1_fig2_montecarlo")
 metrics["monte_carlo_max_abs_diff_pct"] = float(
@@ -331,7 +337,9 @@ table4, table5
 
 # %%
 # Individual sequences (up to 5 per trend), one line each: there is no mean to put an interval on.
-fig, axes = plt.subplots(2, 3, figsize=(8.5, 5))
+size_names = [short_name(m) for m in family_models]
+long_names = sum(len(name) + 2 for name in size_names) > 30  # side by side they would collide
+fig, axes = plt.subplots(2, 3, figsize=(8.5, 5.6 if long_names else 5))
 example_frame = pd.concat(size_frames.values())
 example_frame = example_frame.assign(dataset=example_frame["kind"].map(LABELS))
 labelled = pd.concat(size_trends.values())
@@ -341,7 +349,7 @@ for ax, trend in zip(axes.flat, seq.TRENDS, strict=True):
     pct = table4.set_index("trend").loc[trend]
     share = ", ".join(f"{LABELS[k].split(' (')[0]} {pct[LABELS[k]]:.1f}%" for k in size_frames)
     ax.set_title(f"{trend}\n{share}", fontsize=8)
-    ax.set_xticks(range(len(family_models)), family_models)
+    ax.set_xticks(range(len(family_models)), size_names, rotation=90 if long_names else 0)
     ax.set_xlim(-0.3, len(family_models) - 0.7)
     ax.set_xlabel("model size")
     if not ids:
@@ -351,11 +359,10 @@ for ax, trend in zip(axes.flat, seq.TRENDS, strict=True):
     sns.lineplot(
         data=example_frame[example_frame["seq_id"].isin(ids)], x="model_rank", y="log_esp",
         hue="dataset", hue_order=datasets_shown, units="seq_id", estimator=None, marker="o",
-        lw=1, ax=ax,
+        lw=1, legend=False, ax=ax,
     )  # fmt: skip
     ax.set_xlabel("model size")
     ax.set_ylabel("log ESP (sampling)")
-    ax.get_legend().remove()
 for dataset, color in zip(datasets_shown, sns.color_palette(), strict=False):
     axes.flat[0].plot([], [], marker="o", lw=1, color=color, label=dataset)
 outside_legend(fig, axes.flat[0], below=True)
@@ -379,7 +386,9 @@ for ax, kind in zip(axes[0], kinds, strict=True):
     few = part["position"].nunique() <= 10
     sns.lineplot(data=part, x="position", y="tp", marker="o" if few else None, ax=ax, **BOOTSTRAP)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"{LABELS[kind]}\n{part['seq_id'].nunique()} sequences", fontsize=9)
+    ax.set_title(
+        f"{LABELS[kind]}\n{analysed[kind]}, {part['seq_id'].nunique()} sequences", fontsize=9
+    )
     ax.set_xlabel("suffix token position")
     ax.set_ylabel("")
     ratios[kind] = float(c["tp"].iloc[-1] / c["tp"].iloc[0])
@@ -425,8 +434,8 @@ sampled_dup = sampled_dup.assign(esp=np.exp(sampled_dup["log_esp"]))
 fig, axes = plt.subplots(1, sampled_dup["kind"].nunique(), figsize=(7.5, 3), squeeze=False)
 for ax, (kind, frame) in zip(axes[0], sampled_dup.groupby("kind"), strict=True):
     sns.lineplot(
-        data=frame, x="duplicates", y="esp", hue="model", hue_order=family_models, marker="o",
-        ax=ax, **BOOTSTRAP,
+        data=frame.assign(size=frame["model"].map(short_name)), x="duplicates", y="esp",
+        hue="size", hue_order=size_names, marker="o", ax=ax, **BOOTSTRAP,
     )  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

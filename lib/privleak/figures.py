@@ -74,6 +74,12 @@ def outside_legend(
         fig.legend(handles, labels, title=title, loc="outside right upper")
 
 
+def short_name(model: str) -> str:
+    """Label for a model in titles, ticks and legends: the last component of a hub id or folder
+    (a full path would run over the next panel)."""
+    return model.rstrip("/").split("/")[-1]
+
+
 def _short(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:39] + "…")
 
