@@ -5,6 +5,8 @@
 # tokens) averaged over (context, query) pairs. Repeat/Rouge Prompts are counts out of the
 # number of prompts (the paper's N = 1000; ours is smaller, so shares are given as well).
 # Faithfulness in the embedded profile is a PROXY (MiniLM sentence support), not FactKB.
+# Curves are means over contexts with 95% bootstrap confidence intervals (seaborn, fixed seed:
+# the same figure on every run); with a single context there is no interval to draw.
 
 # %% tags=["parameters"]
 figures = {"formats": ["png", "pdf"]}
@@ -15,15 +17,28 @@ import json
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 from scipy.stats import spearmanr
 
 from privleak import paths
 from privleak.errors import require
-from privleak.figures import save_figure, save_table
+from privleak.figures import (
+    BOOTSTRAP,
+    check_formats,
+    outside_legend,
+    save_figure,
+    save_table,
+    short_name,
+    style,
+)
 
+style()
 S0 = paths.INTERIM / "s0"
 FIG = paths.FIGURES / "s0"
-FORMATS = tuple(figures["formats"])
+FORMATS = check_formats(figures["formats"])
+TAU_HAT = r"$\hat{\tau}_{|D|}$"
+TAU_BLOCK = r"$\hat{\tau}_{i,n}$"
 generations = pd.read_parquet(S0 / "generate" / "generations.parquet")
 finetuned = pd.read_parquet(S0 / "finetune" / "generations.parquet")
 knowledge = pd.read_parquet(S0 / "finetune" / "knowledge.parquet")
@@ -46,9 +61,13 @@ def metric_key(key: str, model: str) -> str:
     return key if len(lms) == 1 else f"{key}/{model}"
 
 
-def short(model: str) -> str:
-    """Legend label: the last component of a hub id or folder."""
-    return model.rstrip("/").split("/")[-1]
+def lam_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """frame with a categorical "λ" column ("0.5", "1", ...) for hue: one colour per λ."""
+    return frame.assign(λ=frame["lam"].map(lambda lam: f"{lam:g}"))
+
+
+def lam_order(frame: pd.DataFrame) -> list[str]:
+    return [f"{lam:g}" for lam in sorted(frame["lam"].unique())]
 
 
 # %% [markdown]
@@ -61,14 +80,17 @@ values = unigram["tau"].to_numpy()
 rows = int(np.ceil(len(tokens) / per_row))
 grid = np.full((rows, per_row), np.nan)
 grid.flat[: len(values)] = values
-fig, ax = plt.subplots(figsize=(12, 0.45 * rows + 1.2))
+fig, ax = plt.subplots(figsize=(11, 0.45 * rows + 1.2))
 image = ax.imshow(grid, cmap="Reds", aspect="auto", vmin=0)
+ax.grid(False)
 for k, token in enumerate(tokens):
     label = token.replace("\n", "\\n").strip() or "␣"
-    ax.text(k % per_row, k // per_row, label[:10], ha="center", va="center", fontsize=7)
+    dark = values[k] > 0.6 * np.nanmax(values)  # white text stays legible on dark cells
+    ax.text(k % per_row, k // per_row, label[:10], ha="center", va="center", fontsize=7,
+            color="white" if dark else "black")  # fmt: skip
 ax.set_xticks([])
 ax.set_yticks([])
-fig.colorbar(image, ax=ax, label="uni-gram influence τ_{i,1}")
+fig.colorbar(image, ax=ax, label=r"uni-gram influence $\tau_{i,1}$")
 ax.set_title(
     f"Generation: …{unigram['generated'].iloc[0][-60:]!r} → next token "
     f"{unigram['next_token'].iloc[0]!r} (whole-context τ = "
@@ -114,21 +136,36 @@ if len(ft_text):
     save_table(table2_known, FIG / "s0_table2_known")
     known = knowledge.groupby(["model", "seen"])["mean_logprob"].mean().reset_index()
     save_table(known, FIG / "s0_table2_known_loglik")
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    per_prompt = lam_label(ft_text).assign(
+        setting=ft_text["model"] + np.where(ft_text["seen"], ", seen docs", ", unseen docs"),
+        repeat=ft_text["repeat_prompt"].astype(float),
+        rouge=ft_text["rouge_prompt"].astype(float),
+    )
+    # Four settings at three λ: dodged points with error bars stay apart where bands would not.
+    settings = ["finetuned, seen docs", "base, seen docs", "finetuned, unseen docs",
+                "base, unseen docs"]  # fmt: skip
+    blue, orange = sns.color_palette()[:2]
+    fig, axes = plt.subplots(1, 3, figsize=(8.5, 2.8))
     for ax, column, label in zip(
         axes,
-        ["tau_hat", "repeat_share", "rouge_share"],
-        ["τ̂_|D|", "Repeat Prompts (share)", "Rouge Prompts (share)"],
+        ["tau", "repeat", "rouge"],
+        [TAU_HAT, "Repeat Prompts (share)", "Rouge Prompts (share)"],
         strict=True,
     ):
-        for (model, seen), part in table2_known.groupby(["model", "seen"]):
-            style = "-" if model == "finetuned" else "--"
-            name = f"{model}, {'seen' if seen else 'unseen'} docs"
-            ax.plot(part["lam"], part[column], style, marker="o", label=name)
-        ax.set_xlabel("λ")
-        ax.set_ylabel(label)
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Fine-tuned on the seen half: influence vs regurgitation")
+        sns.pointplot(
+            data=per_prompt, x="λ", y=column, order=lam_order(ft_text), hue="setting",
+            hue_order=settings, palette=[blue, blue, orange, orange], markers=["o", "X", "o", "X"],
+            linestyles=["-", "--", "-", "--"], dodge=0.3, capsize=0.1, linewidth=1.2,
+            markersize=4, err_kws={"linewidth": 1}, ax=ax, **BOOTSTRAP,
+        )  # fmt: skip
+        ax.set(xlabel="λ", ylabel=label)
+    outside_legend(fig, axes[0], below=True)
+    for ax in axes[1:]:
+        ax.get_legend().remove()
+    fig.suptitle(
+        f"Fine-tuned on the seen half: influence vs regurgitation "
+        f"({per_prompt.groupby(['model', 'seen', 'lam']).size().min()} prompts per point)"
+    )
     save_figure(fig, FIG / "s0_known_context", FORMATS)
     pivot = table2_known.set_index(["model", "seen", "lam"])
     for lam in sorted(table2_known["lam"].unique()):
@@ -207,17 +244,18 @@ sizes = generations[generations["experiment"] == "context_size"]
 by_size = (
     sizes.groupby(["model", "context_limit"], sort=False)["tau"].agg(["mean", "sem"]).reset_index()
 )
-fig, ax = plt.subplots(figsize=(5, 3.4))
-for model, line in by_size.groupby("model", sort=False):
-    ax.errorbar(
-        line["context_limit"], line["mean"], yerr=line["sem"], marker="o", label=short(model)
-    )
+fig, ax = plt.subplots(figsize=(4.5, 3))
+sns.lineplot(
+    data=sizes.assign(LM=sizes["model"].map(short_name)), x="context_limit", y="tau", hue="LM",
+    marker="o", legend=len(lms) > 1, ax=ax, **BOOTSTRAP,
+)  # fmt: skip
 ax.set_xscale("log", base=2)
+ax.set_xticks(sorted(sizes["context_limit"].unique()))
+ax.xaxis.set_major_formatter("{x:g}")
+ax.set_xticks([], minor=True)
 ax.set_xlabel("context size |D| (first |D| tokens)")
-ax.set_ylabel("τ̂_|D| (λ = 1)")
-ax.set_title("Context size")
-if len(lms) > 1:
-    ax.legend(fontsize=7)
+ax.set_ylabel(TAU_HAT + " (λ = 1)")
+ax.set_title(f"Context size, {sizes['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig2b", FORMATS)
 save_table(by_size, FIG / "s0_fig2b")
 for model, line in by_size.groupby("model", sort=False):
@@ -235,17 +273,24 @@ by_position = (
 )
 corpora = sorted(by_position["corpus"].unique())
 fig, axes = plt.subplots(
-    len(lms), len(corpora), figsize=(11, 3.4 * len(lms)), squeeze=False, sharey=True
+    len(lms), len(corpora), figsize=(8, 2.8 * len(lms)), squeeze=False, sharey=True
 )
-for (model, corpus), part in by_position.groupby(["model", "corpus"]):
+for (model, corpus), part in per_token.groupby(["model", "corpus"]):
     ax = axes[lms.index(model)][corpora.index(corpus)]
-    for lam, line in part.groupby("lam"):
-        ax.plot(line["position"], line["tau_tokens"], label=f"λ = {lam:g}")
+    sns.lineplot(
+        data=lam_label(part), x="position", y="tau_tokens", hue="λ", hue_order=lam_order(part),
+        ax=ax, **BOOTSTRAP,
+    )  # fmt: skip
     ax.axvline(10, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("response position t")
-    ax.set_ylabel("mean τ_|D| of token t")
-    ax.set_title(corpus if len(lms) == 1 else f"{short(model)}: {corpus}")
-axes[0][0].legend()
+    ax.set_ylabel(r"mean $\tau_{|D|}$ of token t")
+    ax.set_title(
+        f"{corpus if len(lms) == 1 else f'{short_name(model)}: {corpus}'}, "
+        f"{part['example'].nunique()} contexts"
+    )
+outside_legend(fig, axes.flat[0], title="λ")
+for ax in axes.flat[1:]:
+    ax.get_legend().remove()
 save_figure(fig, FIG / "s0_fig2c", FORMATS)
 save_table(by_position, FIG / "s0_fig2c")
 for model, part in per_token.groupby("model", sort=False):
@@ -260,13 +305,17 @@ for model, part in per_token.groupby("model", sort=False):
 # %%
 by_gram = ngram.groupby(["n", "i", "start"])["tau"].agg(["mean", "sem"]).reset_index()
 ns = sorted(by_gram["n"].unique(), reverse=True)
-fig, axes = plt.subplots(1, len(ns), figsize=(3.2 * len(ns), 3.2), squeeze=False)
+fig, axes = plt.subplots(1, len(ns), figsize=(2.8 * len(ns), 2.8), squeeze=False)
 for ax, n in zip(axes[0], ns, strict=True):
-    part = by_gram[by_gram["n"] == n]
-    ax.plot(part["i"], part["mean"], marker="o" if len(part) < 20 else None)
-    ax.set_xlabel("i (n-gram index)")
-    ax.set_ylabel("τ̂_{i,n}")
-    ax.set_title(f"n = {n}")
+    part = ngram[ngram["n"] == n]
+    blocks = part["i"].nunique()
+    sns.lineplot(data=part, x="i", y="tau", marker="o" if blocks < 20 else None, ax=ax, **BOOTSTRAP)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("")
+    ax.set_ylabel(TAU_BLOCK)
+    ax.set_title(f"n = {n} ({blocks} blocks)")
+# Not the official code's one-token sliding window: block i is context tokens [i·n, (i+1)·n).
+fig.supxlabel("n-gram block i (non-overlapping blocks of n tokens: tokens [i·n, (i+1)·n))")
 fig.suptitle(f"Token n-gram influence, λ = 1, {ngram['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig3", FORMATS)
 save_table(by_gram, FIG / "s0_fig3")
@@ -283,15 +332,16 @@ metrics["fig3_argmax_i_by_n"] = {
 family = pd.read_parquet(S0 / "family" / "responses.parquet")
 family_grams = pd.read_parquet(S0 / "family" / "ngram.parquet")
 by_model = family.groupby(["parameters", "size"])["tau"].agg(["mean", "sem"]).reset_index()
-fig, ax = plt.subplots(figsize=(5, 3.4))
-ax.errorbar(by_model["parameters"], by_model["mean"], yerr=by_model["sem"], marker="o")
-for row in by_model.itertuples():
-    ax.annotate(
-        row.size, (row.parameters, row.mean), fontsize=7, xytext=(3, 3), textcoords="offset points"
-    )
+fig, ax = plt.subplots(figsize=(4.5, 3))
+sns.lineplot(data=family, x="parameters", y="tau", marker="o", ax=ax, **BOOTSTRAP)
 ax.set_xscale("log")
+# One tick per family member, named: log-axis minor labels collide at these sizes.
+ax.set_xticks(
+    by_model["parameters"], [f"{r.size}\n{r.parameters:,}" for r in by_model.itertuples()]
+)
+ax.set_xticks([], minor=True)
 ax.set_xlabel("parameters (tiny in-pipeline Llama family)")
-ax.set_ylabel("τ̂_|D| (λ = 1)")
+ax.set_ylabel(TAU_HAT + " (λ = 1)")
 ax.set_title(f"Model size, {family['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig2a", FORMATS)
 save_table(by_model, FIG / "s0_fig2a")
@@ -300,13 +350,21 @@ metrics["fig2a_tau_by_parameters"] = {
 }
 
 by_size_gram = family_grams.groupby(["parameters", "size", "i"])["tau"].mean().reset_index()
-fig, ax = plt.subplots(figsize=(5, 3.4))
-for (parameters, size), part in by_size_gram.groupby(["parameters", "size"]):
-    ax.plot(part["i"], part["tau"], marker="o", label=f"{size} ({parameters:,} params)")
-ax.set_xlabel(f"i (token {family_grams['n'].iloc[0]}-gram index)")
-ax.set_ylabel("τ̂_{i,n}")
-ax.legend(fontsize=7)
-ax.set_title("Largest-n influence across model sizes")
+family_grams["model"] = [
+    f"{row.size} ({row.parameters:,} params)" for row in family_grams.itertuples()
+]
+n_family = int(family_grams["n"].iloc[0])
+fig, ax = plt.subplots(figsize=(5.5, 3))
+sns.lineplot(
+    data=family_grams, x="i", y="tau", hue="model",
+    hue_order=list(dict.fromkeys(family_grams.sort_values("parameters")["model"])),
+    marker="o", ax=ax, **BOOTSTRAP,
+)  # fmt: skip
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+ax.set_xlabel(f"n-gram block i (non-overlapping blocks of n = {n_family} tokens)")
+ax.set_ylabel(TAU_BLOCK)
+outside_legend(fig, ax, title="model size")
+ax.set_title(f"Largest-n influence across sizes, {family_grams['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig4", FORMATS)
 save_table(by_size_gram, FIG / "s0_fig4")
 
@@ -323,20 +381,25 @@ for name, fixed, axis in [
     part = sweep_text[np.isclose(sweep_text[fixed[0]], fixed[1])]
     curve = part.groupby(["model", axis])[["tau", "rouge_l_f1", "faithfulness"]].mean()
     curve = curve.reset_index()
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    fig, axes = plt.subplots(1, 3, figsize=(8.5, 2.8))
     for ax, column, label in zip(
         axes,
         ["tau", "rouge_l_f1", "faithfulness"],
-        ["τ̂_|D|", "ROUGE-L F1", f"faithfulness ({part['faithfulness_kind'].iloc[0]})"],
+        [TAU_HAT, "ROUGE-L F1", f"faithfulness ({part['faithfulness_kind'].iloc[0]})"],
         strict=True,
     ):
-        for model, line in curve.groupby("model", sort=False):
-            ax.plot(line[axis], line[column], marker="o", label=short(model))
+        sns.lineplot(
+            data=part.assign(LM=part["model"].map(short_name)), x=axis, y=column, hue="LM",
+            marker="o", legend=len(lms) > 1, ax=ax, **BOOTSTRAP,
+        )  # fmt: skip
         ax.set_xlabel("T" if axis == "temperature" else "λ")
         ax.set_ylabel(label)
     if len(lms) > 1:
-        axes[0].legend(fontsize=7)
-    fig.suptitle(f"{fixed[0]} = {fixed[1]:g}, {part['example'].nunique()} contexts")
+        outside_legend(fig, axes[0], title="LM")
+        for ax in axes[1:]:
+            ax.get_legend().remove()
+    fixed_name = "λ" if fixed[0] == "lam" else "T"
+    fig.suptitle(f"{fixed_name} = {fixed[1]:g}, {part['example'].nunique()} contexts")
     save_figure(fig, FIG / name, FORMATS)
     save_table(curve, FIG / name)
     for model, line in curve.groupby("model", sort=False):
@@ -352,23 +415,26 @@ worst = bounded.groupby("eps")[
     ["max_tau_whole_token", "max_tau_ngram_token", "mean_lam_used"]
 ].max()
 worst = worst.reset_index()
-fig, ax = plt.subplots(figsize=(5, 3.6))
+# A maximum over contexts and tokens, checked against a bound: no interval to estimate.
+fig, ax = plt.subplots(figsize=(5, 3))
 ax.plot(
     worst["eps"],
     worst["max_tau_ngram_token"],
     marker="o",
-    label=f"max τ_(i,n), n = {bounded['n'].iloc[0]}",
+    label=rf"max $\tau_{{i,n}}$, n = {bounded['n'].iloc[0]}",
 )
-ax.plot(worst["eps"], worst["max_tau_whole_token"], marker="s", label="max τ_|D|")
+ax.plot(worst["eps"], worst["max_tau_whole_token"], marker="s", label=r"max $\tau_{|D|}$")
 grid_eps = np.array(sorted(worst["eps"]))
 ax.plot(grid_eps, grid_eps, "k--", lw=0.8, label="ε")
 ax.plot(grid_eps, grid_eps / 2, "k:", lw=0.8, label="ε/2")
 ax.set_xscale("log")
 ax.set_yscale("log")
+ax.set_xticks(grid_eps, [f"{eps:g}" for eps in grid_eps])
+ax.set_xticks([], minor=True)
 ax.set_xlabel("ε")
 ax.set_ylabel("max observed per-token τ")
-ax.legend(fontsize=7)
-ax.set_title("Bounded CID (Alg. 1)")
+outside_legend(fig, ax)
+ax.set_title(f"Bounded CID (Alg. 1), {bounded['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_bounded", FORMATS)
 save_table(worst, FIG / "s0_bounded")
 metrics["bounded_all_within_eps"] = bool(
@@ -394,14 +460,17 @@ for (model, lam), part in tokens.groupby(["model", "lam"], sort=False):
          "tokens": len(part)}
     )  # fmt: skip
 check = pd.DataFrame(check)
-fig, ax = plt.subplots(figsize=(4.5, 4))
-for lam, part in tokens.groupby("lam"):
-    ax.scatter(part["bound"], part["tau_tokens"], s=3, alpha=0.4, label=f"λ = {lam:g}")
+fig, ax = plt.subplots(figsize=(5, 3.6))
+sns.scatterplot(
+    data=lam_label(tokens), x="bound", y="tau_tokens", hue="λ", hue_order=lam_order(tokens),
+    s=8, alpha=0.5, linewidth=0, ax=ax,
+)  # fmt: skip
 top_value = float(max(tokens["bound"].max(), tokens["tau_tokens"].max()))
-ax.plot([0, top_value], [0, top_value], "k--", lw=0.8)
-ax.set_xlabel("λ·|pmi(y_t; D)| (T = 1)")
-ax.set_ylabel("τ_|D|(y_t) under CID")
-ax.legend(fontsize=7)
+ax.plot([0, top_value], [0, top_value], "k--", lw=0.8, label="τ = λ·|pmi|")
+ax.set_xlabel(r"$\lambda\,|\mathrm{pmi}(y_t; D)|$ (T = 1)")
+ax.set_ylabel(r"$\tau_{|D|}(y_t)$ under CID")
+ax.set_title(f"Theorem 3.1, {len(tokens)} response tokens")
+outside_legend(fig, ax, title="λ")
 save_figure(fig, FIG / "s0_theorem31", FORMATS)
 save_table(check, FIG / "s0_theorem31")
 for model, part in check.groupby("model", sort=False):

@@ -7,6 +7,8 @@
 # greedy, regular sampling, top-k 5, top-k 10, top-p 0.6, temperature 0.1.
 # Trends (Fig. 3, Tables 4-5) and token positions (Fig. 4) use regular sampling, i.e. the
 # model's own distribution: greedy ESPs are 0/1 and would make trends meaningless.
+# Shares and means over sequences carry 95% bootstrap confidence intervals over sequences
+# (seaborn, fixed seed: the same figure on every run).
 
 # %% tags=["parameters"]
 figures = {"formats": ["png", "pdf"]}
@@ -18,17 +20,31 @@ import json
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from privleak import paths
-from privleak.figures import save_figure, save_table
-from privleak.metrics import esp_summary as seq
+from privleak.figures import (
+    BOOTSTRAP,
+    check_formats,
+    outside_legend,
+    save_figure,
+    save_table,
+    short_name,
+    style,
+)
+from privleak.metrics import esp_summary
 
+style()
 FIG = paths.FIGURES / "s1"
-FORMATS = tuple(figures["formats"])
+FORMATS = check_formats(figures["formats"])
+RULE = "pct_rule_esp_ge_1_over_X"  # counted with the paper's rule ESP >= 1/X, not its numbers
+RULE_LABEL = "ESP ≥ 1/X (paper's rule)"
+EXPECTED_LABEL = "1 − (1 − ESP)^X (expected)"
 S1 = paths.INTERIM / "s1"
 TREND_DECODER = "sampling"
 LABELS = {"named_entity": "family NE (4-token)", "long_sequence": "family 50-token",
-          "public_text": "SmolLM2 public text (50-token)"}  # fmt: skip
+          "public_text": "public text (50-token)"}  # fmt: skip
 
 esp = pd.concat(
     [pd.read_parquet(S1 / "scores" / "esp.parquet"), pd.read_parquet(S1 / "public" / "esp.parquet")]
@@ -52,6 +68,11 @@ ranks = esp[esp["kind"] != "public_text"].drop_duplicates("model").sort_values("
 family_models = ranks["model"].tolist()
 largest = family_models[-1]
 metrics: dict = {"decoders": decoders, "family_models": family_models}
+# The model each dataset's leak analysis uses, for titles (public text: s1_public's one model).
+analysed = {
+    kind: short_name(largest if kind != "public_text" else frame["model"].iloc[0])
+    for kind, frame in esp.groupby("kind")
+}
 
 # Per dataset: the ESPs at the full prefix on the model the leak analysis uses.
 datasets = {kind: frame for kind, frame in esp[esp["prefix_len"] == full_prefix].groupby("kind")}
@@ -60,37 +81,62 @@ kinds = [k for k in LABELS if k in datasets]
 
 # %% [markdown]
 # ## Fig. 2: % of sequences leaked at least once within X samples
-# Solid: the paper's count (ESP >= 1/X). Dashed: the exact expectation mean(1 - (1 - ESP)^X).
-# Markers: Monte-Carlo with the real sampler on a subset (family only), against the closed form
-# on the same subset (thin lines).
+# Solid: counted with the paper's rule (ESP >= 1/X), our ESPs, not the paper's numbers (column
+# `pct_rule_esp_ge_1_over_X`). Dashed: the exact expectation mean(1 - (1 - ESP)^X). Bands: 95%
+# bootstrap intervals over sequences. Second figure: Monte-Carlo with the real sampler on a
+# subset (family only), against the closed form on the same subset.
+
 
 # %%
+def per_sequence(values: np.ndarray, xs) -> tuple[np.ndarray, np.ndarray]:
+    """[sequences, len(xs)] percent leaked per sequence: the paper's rule and the expectation
+    (the curves are their means over sequences)."""
+    rule = np.stack([esp_summary.leaked_paper(values[j : j + 1], xs) for j in range(len(values))])
+    expected = np.stack(
+        [esp_summary.leaked_expected(values[j : j + 1], xs) for j in range(len(values))]
+    )
+    return 100 * rule, 100 * expected
+
+
 xs = np.arange(1, render["x_max"] + 1)
-curve_rows = []
+# The figure draws a log-spaced subset of X: its bootstrap runs per (decoder, X) point.
+x_grid = np.unique(np.geomspace(1, render["x_max"], 16).round().astype(int))
+curve_rows, figure_rows = [], []
 for kind in kinds:
     for decoder in decoders:
         values = datasets[kind].loc[datasets[kind]["decoder"] == decoder, "log_esp"].to_numpy()
-        paper_curve = seq.leaked_paper(values, xs)
-        expected = seq.leaked_expected(values, xs)
+        rule_curve = esp_summary.leaked_paper(values, xs)
+        expected = esp_summary.leaked_expected(values, xs)
         curve_rows += [
-            {"dataset": kind, "decoder": decoder, "X": int(x), "paper_pct": 100 * p,
+            {"dataset": kind, "decoder": decoder, "X": int(x), RULE: 100 * p,
              "expected_pct": 100 * e}
-            for x, p, e in zip(xs, paper_curve, expected, strict=True)
+            for x, p, e in zip(xs, rule_curve, expected, strict=True)
         ]  # fmt: skip
+        rule_pct, expected_pct = per_sequence(values, x_grid)
+        for curve, pct in [(RULE_LABEL, rule_pct), (EXPECTED_LABEL, expected_pct)]:
+            figure_rows.append(
+                pd.DataFrame({"dataset": kind, "decoder": decoder, "curve": curve,
+                              "X": np.tile(x_grid, len(values)), "pct": pct.ravel()})
+            )  # fmt: skip
 curves = pd.DataFrame(curve_rows)
+per_seq = pd.concat(figure_rows, ignore_index=True)
 
-fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 3.8), squeeze=False)
-colors = dict(zip(decoders, plt.cm.tab10.colors, strict=False))
+fig, axes = plt.subplots(1, len(kinds), figsize=(3.2 * len(kinds) + 1.6, 3), squeeze=False)
 for ax, kind in zip(axes[0], kinds, strict=True):
-    for decoder in decoders:
-        c = curves[(curves["dataset"] == kind) & (curves["decoder"] == decoder)]
-        ax.plot(c["X"], c["paper_pct"], color=colors[decoder], label=decoder)
-        ax.plot(c["X"], c["expected_pct"], color=colors[decoder], ls="--", lw=0.9)
-    ax.set_title(LABELS[kind] + ("" if kind == "public_text" else f", {largest}"), fontsize=9)
+    part = per_seq[per_seq["dataset"] == kind]
+    sns.lineplot(
+        data=part, x="X", y="pct", hue="decoder", hue_order=decoders, style="curve",
+        style_order=[RULE_LABEL, EXPECTED_LABEL], ax=ax, **BOOTSTRAP,
+    )  # fmt: skip
+    count = part.groupby(["decoder", "curve", "X"]).size().min()
+    ax.set_title(f"{LABELS[kind]}\n{analysed[kind]}, {count} sequences", fontsize=9)
     ax.set_xlabel("X (samples per sequence)")
+    ax.set_ylabel("")
     ax.set_xscale("log")
-axes[0][0].set_ylabel("% sequences leaked")
-axes[0][0].legend(fontsize=7)
+axes[0][0].set_ylabel("% sequences leaked within X")
+outside_legend(fig, axes[0][0])
+for ax in axes[0][1:]:
+    ax.get_legend().remove()
 save_figure(fig, FIG / "s1_fig2", FORMATS)
 save_table(curves[curves["X"].isin([1, 2, 5, 10, 20, 30, 50, 100])], FIG / "s1_fig2_data")
 
@@ -101,23 +147,41 @@ for (kind, decoder), frame in montecarlo.groupby(["kind", "decoder"]):
     ids = sorted(frame["seq_id"].unique())
     subset = datasets[kind].set_index("seq_id").loc[ids]
     values = subset.loc[subset["decoder"] == decoder, "log_esp"].to_numpy()
+    # Given the ESPs, "leaked within X" is Bernoulli(q_i) per sequence: the Monte-Carlo share
+    # falls within expected ± 1.96·sqrt(Σ q_i(1 - q_i))/N in 95% of runs.
+    q = per_sequence(values, range(1, hits.shape[1] + 1))[1] / 100
+    noise = 196 * np.sqrt((q * (1 - q)).sum(0)) / len(ids)
     for x in range(1, hits.shape[1] + 1):
         mc_rows.append(
             {"dataset": kind, "decoder": decoder, "X": x, "sequences": len(ids),
              "monte_carlo_pct": 100 * hits[:, :x].any(1).mean(),
-             "expected_pct": 100 * seq.leaked_expected(values, [x])[0],
-             "paper_pct": 100 * seq.leaked_paper(values, [x])[0]}
+             "expected_pct": 100 * esp_summary.leaked_expected(values, [x])[0],
+             "mc_noise_95_pct": float(noise[x - 1]),
+             RULE: 100 * esp_summary.leaked_paper(values, [x])[0]}
         )  # fmt: skip
 mc = pd.DataFrame(mc_rows)
-fig, axes = plt.subplots(1, mc["dataset"].nunique(), figsize=(9, 3.6), squeeze=False)
+# The band is the Monte-Carlo noise given the ESPs (closed form), not a bootstrap over sequences.
+colors = dict(zip(decoders, sns.color_palette(n_colors=len(decoders)), strict=True))
+panels = mc["dataset"].nunique()
+fig, axes = plt.subplots(1, panels, figsize=(3.5 * panels + 3, 3), squeeze=False)
 for ax, (kind, frame) in zip(axes[0], mc.groupby("dataset"), strict=True):
-    for decoder, c in frame.groupby("decoder"):
-        ax.plot(c["X"], c["expected_pct"], color=colors[decoder], lw=0.9, label=decoder)
-        ax.plot(c["X"][::5], c["monte_carlo_pct"][::5], "o", ms=3, color=colors[decoder])
-    ax.set_title(f"{LABELS[kind]}: Monte-Carlo (dots) vs 1-(1-ESP)^X", fontsize=8)
-    ax.set_xlabel("X")
+    for decoder in [d for d in decoders if d in set(frame["decoder"])]:
+        c = frame[frame["decoder"] == decoder]
+        ax.plot(c["X"], c["expected_pct"], color=colors[decoder], lw=1, label=decoder)
+        ax.fill_between(
+            c["X"], (c["expected_pct"] - c["mc_noise_95_pct"]).clip(lower=0),
+            c["expected_pct"] + c["mc_noise_95_pct"], color=colors[decoder], alpha=0.2, lw=0,
+        )  # fmt: skip
+        dots = c[(c["X"] == 1) | (c["X"] % 5 == 0)]
+        ax.plot(dots["X"], dots["monte_carlo_pct"], "o", ms=3, color=colors[decoder])
+    ax.plot([], [], "o", ms=3, color="grey", label="Monte-Carlo, real sampler")
+    ax.fill_between([], [], color="grey", alpha=0.2, lw=0, label="1 − (1 − ESP)^X ± 95% MC noise")
+    ax.set_title(
+        f"{LABELS[kind]}\n{analysed[kind]}, {frame['sequences'].iloc[0]} sequences", fontsize=9
+    )
+    ax.set_xlabel("X (samples per sequence)")
 axes[0][0].set_ylabel("% leaked (subset)")
-axes[0][0].legend(fontsize=7)
+outside_legend(fig, axes[0][0])
 save_figure(fig, FIG / "s1_fig2_montecarlo", FORMATS)
 save_table(mc[mc["X"].isin([1, 5, 10, 30, 50, 100])], FIG / "s1_fig2_montecarlo")
 metrics["monte_carlo_max_abs_diff_pct"] = float(
@@ -143,18 +207,18 @@ x_check = render["x_check"]
 under = {}
 for kind in kinds:
     at = curves[(curves["dataset"] == kind) & (curves["X"] == x_check)].set_index("decoder")
-    greedy_pct = float(at.loc["greedy", "paper_pct"]) if "greedy" in at.index else float("nan")
+    greedy_pct = float(at.loc["greedy", RULE]) if "greedy" in at.index else float("nan")
     random = at.drop(index="greedy", errors="ignore")
-    best = random["paper_pct"].idxmax()
+    best = random[RULE].idxmax()
     first = curves[(curves["dataset"] == kind) & (curves["decoder"] != "greedy")]
-    overtakes = first[first["paper_pct"] > greedy_pct].groupby("decoder")["X"].min()
+    overtakes = first[first[RULE] > greedy_pct].groupby("decoder")["X"].min()
     under[kind] = {
         "greedy_extraction_rate_pct": greedy_pct,
         f"best_random_decoder_at_X{x_check}": best,
-        f"best_random_pct_at_X{x_check}": float(random.loc[best, "paper_pct"]),
+        f"best_random_pct_at_X{x_check}": float(random.loc[best, RULE]),
         f"best_random_expected_pct_at_X{x_check}": float(random["expected_pct"].max()),
         "underestimation_vs_greedy": (
-            float(random.loc[best, "paper_pct"] / greedy_pct) if greedy_pct > 0 else None
+            float(random.loc[best, RULE] / greedy_pct) if greedy_pct > 0 else None
         ),
         "first_X_random_beats_greedy": {d: int(x) for d, x in overtakes.items()},
     }
@@ -171,7 +235,14 @@ table1 = (
     isp.groupby(["decoder", "n"])["easier"].mean().mul(100).unstack("n")
     .rename(columns=lambda n: f"% easier with {n} mismatch(es)").reset_index()
 )  # fmt: skip
-table1["note"] = np.where(table1["decoder"] == "sampling", "lower bound (90% head)", "exact")
+# "exact" only where the data shows it: every entity's Appendix A bound is 0 for that decoder
+# (a truncating decoder whose kept tokens all fit in `expand`); otherwise approx is a lower bound
+# and the largest bound says how far below the true n-ISP it may be.
+largest_bound = isp.groupby("decoder")["bound"].max()
+table1["note"] = [
+    "exact (bound 0)" if largest_bound[d] == 0 else f"lower bound; Appendix A bound <= {largest_bound[d]:.2g}"
+    for d in table1["decoder"]
+]  # fmt: skip
 save_table(table1, FIG / "s1_table1")
 metrics["pct_ne_easier_partially"] = {
     f"{d}/n={n}": float(v)
@@ -235,14 +306,16 @@ def trend_table(frame: pd.DataFrame, axis: str) -> tuple[pd.DataFrame, pd.Series
     rows, smaller = [], {}
     for seq_id, g in frame.sort_values(axis).groupby("seq_id"):
         series = g["log_esp"].to_numpy()
-        rows += [{"seq_id": seq_id, "trend": t} for t in seq.classify_trend(series)]
-        smaller[seq_id] = seq.easier_with_smaller(series)
+        rows += [{"seq_id": seq_id, "trend": t} for t in esp_summary.classify_trend(series)]
+        smaller[seq_id] = esp_summary.easier_with_smaller(series)
     return pd.DataFrame(rows), pd.Series(smaller)
 
 
 def trend_percentages(trends: pd.DataFrame, n: int) -> pd.Series:
     counts = trends["trend"].value_counts()
-    return pd.Series({t: 100 * counts.get(t, 0) / n for t in (*seq.TRENDS, seq.FLAT)})
+    return pd.Series(
+        {t: 100 * counts.get(t, 0) / n for t in (*esp_summary.TRENDS, esp_summary.FLAT)}
+    )
 
 
 sampled = esp[esp["decoder"] == TREND_DECODER]
@@ -274,22 +347,37 @@ metrics["pct_easier_with_shorter_prefix"] = shorter_prefix
 table4, table5
 
 # %%
-fig, axes = plt.subplots(2, 3, figsize=(11, 6), sharex=True)
+# Individual sequences (up to 5 per trend), one line each: there is no mean to put an interval on.
+size_names = [short_name(m) for m in family_models]
+long_names = sum(len(name) + 2 for name in size_names) > 30  # side by side they would collide
+fig, axes = plt.subplots(2, 3, figsize=(8.5, 5.6 if long_names else 5))
 example_frame = pd.concat(size_frames.values())
+example_frame = example_frame.assign(dataset=example_frame["kind"].map(LABELS))
 labelled = pd.concat(size_trends.values())
-for ax, trend in zip(axes.flat, seq.TRENDS, strict=True):
+datasets_shown = [LABELS[k] for k in size_frames]
+for ax, trend in zip(axes.flat, esp_summary.TRENDS, strict=True):
     ids = labelled.loc[labelled["trend"] == trend, "seq_id"].tolist()[:5]
-    for seq_id in ids:
-        g = example_frame[example_frame["seq_id"] == seq_id].sort_values("model_rank")
-        ax.plot(g["model_rank"], g["log_esp"], marker="o", lw=1)
     pct = table4.set_index("trend").loc[trend]
     share = ", ".join(f"{LABELS[k].split(' (')[0]} {pct[LABELS[k]]:.1f}%" for k in size_frames)
     ax.set_title(f"{trend}\n{share}", fontsize=8)
-for ax in axes[1]:
-    ax.set_xticks(range(len(family_models)), family_models)
+    ax.set_xticks(range(len(family_models)), size_names, rotation=90 if long_names else 0)
+    ax.set_xlim(-0.3, len(family_models) - 0.7)
     ax.set_xlabel("model size")
-for ax in axes[:, 0]:
+    if not ids:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no sequence", transform=ax.transAxes, ha="center", color="grey")
+        continue
+    sns.lineplot(
+        data=example_frame[example_frame["seq_id"].isin(ids)], x="model_rank", y="log_esp",
+        hue="dataset", hue_order=datasets_shown, units="seq_id", estimator=None, marker="o",
+        lw=1, legend=False, ax=ax,
+    )  # fmt: skip
+    ax.set_xlabel("model size")
     ax.set_ylabel("log ESP (sampling)")
+for dataset, color in zip(datasets_shown, sns.color_palette(), strict=False):
+    axes.flat[0].plot([], [], marker="o", lw=1, color=color, label=dataset)
+outside_legend(fig, axes.flat[0], below=True)
+fig.suptitle("Trend of log ESP across model sizes: example sequences (regular sampling)")
 save_figure(fig, FIG / "s1_fig3", FORMATS)
 
 # %% [markdown]
@@ -301,13 +389,19 @@ tp_s = tp[
 ]
 tp_s = tp_s.assign(tp=np.exp(tp_s["log_tp"]), position=tp_s["position"] + 1)
 avg_tp = tp_s.groupby(["kind", "position"])["tp"].mean().reset_index()
-fig, axes = plt.subplots(1, len(kinds), figsize=(4.4 * len(kinds), 3.4), squeeze=False)
+fig, axes = plt.subplots(1, len(kinds), figsize=(3 * len(kinds), 2.8), squeeze=False)
 ratios = {}
 for ax, kind in zip(axes[0], kinds, strict=True):
     c = avg_tp[avg_tp["kind"] == kind]
-    ax.plot(c["position"], c["tp"], marker="o", ms=3)
-    ax.set_title(LABELS[kind], fontsize=9)
+    part = tp_s[tp_s["kind"] == kind]
+    few = part["position"].nunique() <= 10
+    sns.lineplot(data=part, x="position", y="tp", marker="o" if few else None, ax=ax, **BOOTSTRAP)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(
+        f"{LABELS[kind]}\n{analysed[kind]}, {part['seq_id'].nunique()} sequences", fontsize=9
+    )
     ax.set_xlabel("suffix token position")
+    ax.set_ylabel("")
     ratios[kind] = float(c["tp"].iloc[-1] / c["tp"].iloc[0])
 axes[0][0].set_ylabel("average TP")
 save_figure(fig, FIG / "s1_fig4", FORMATS)
@@ -346,17 +440,27 @@ by_dup = (
     .groupby(["kind", "decoder", "model_rank", "model", "duplicates"])["esp"].mean()
     .reset_index()
 )  # fmt: skip
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), squeeze=False)
-for ax, (kind, frame) in zip(
-    axes[0], by_dup[by_dup["decoder"] == "sampling"].groupby("kind"), strict=False
-):
-    for model, c in frame.groupby("model_rank"):
-        ax.plot(c["duplicates"], c["esp"], marker="o", label=family_models[model])
+sampled_dup = dup[dup["decoder"] == "sampling"]
+sampled_dup = sampled_dup.assign(esp=np.exp(sampled_dup["log_esp"]))
+fig, axes = plt.subplots(1, sampled_dup["kind"].nunique(), figsize=(7.5, 3), squeeze=False)
+for ax, (kind, frame) in zip(axes[0], sampled_dup.groupby("kind"), strict=True):
+    sns.lineplot(
+        data=frame.assign(size=frame["model"].map(short_name)), x="duplicates", y="esp",
+        hue="size", hue_order=size_names, marker="o", ax=ax, **BOOTSTRAP,
+    )  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_title(f"{LABELS[kind]}: mean ESP (sampling)", fontsize=9)
+    ax.set_xticks(sorted(frame["duplicates"].unique()))
+    ax.xaxis.set_major_formatter("{x:g}")
+    ax.set_xticks([], minor=True)
+    per_point = frame.groupby(["model", "duplicates"]).size().min()
+    ax.set_title(f"{LABELS[kind]}\nmean ESP (sampling), {per_point} per point", fontsize=9)
     ax.set_xlabel("duplicates in the corpus")
-axes[0][0].legend(fontsize=7)
+    ax.set_ylabel("")
+axes[0][0].set_ylabel("ESP")
+outside_legend(fig, axes[0][0], title="model size")
+for ax in axes[0][1:]:
+    ax.get_legend().remove()
 save_figure(fig, FIG / "s1_esp_vs_duplication", FORMATS)
 save_table(by_dup, FIG / "s1_esp_vs_duplication")
 largest_dup = by_dup[by_dup["model"] == largest]
@@ -391,22 +495,30 @@ if len(exact):
     summary["approx/exact"] = summary["approx"] / summary["exact"]
     summary["(approx+bound)/exact"] = (summary["approx"] + summary["bound"]) / summary["exact"]
     save_table(summary, FIG / "s1_isp_bound")
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for head, c in summary.groupby("head"):
-        label = "top-expand" if head == 1.0 else f"top-expand in {head:.0%} head"
-        ax.plot(c["expand"], c["approx"], marker="o", label=f"approx ({label})")
-        ax.plot(
-            c["expand"],
-            c["approx"] + c["bound"],
-            marker="^",
-            ls="--",
-            label=f"approx + bound ({label})",
-        )
-    ax.axhline(summary["exact"].iloc[0], color="k", lw=1, label="exact 1-ISP")
+    rule = exact["head_mass"].map(
+        lambda h: "top-expand" if pd.isna(h) else f"top-expand in {h:.0%} head"
+    )
+    # One row per (sequence, expand, rule, quantity); exact 1-ISP does not depend on either.
+    with_rule = exact.assign(rule=rule)
+    long = pd.concat(
+        [
+            with_rule.assign(quantity="approx", value=exact["approx"]),
+            with_rule.assign(quantity="approx + bound", value=exact["approx"] + exact["bound"]),
+            with_rule[rule == rule.iloc[0]].assign(quantity="exact 1-ISP", value=exact["exact"]),
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    sns.lineplot(
+        data=long, x="expand", y="value", hue="quantity",
+        hue_order=["approx + bound", "exact 1-ISP", "approx"], style="rule", markers=True,
+        ax=ax, **BOOTSTRAP,
+    )  # fmt: skip
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("alternatives expanded per node")
     ax.set_ylabel("mean 1-ISP (sampling)")
-    ax.legend(fontsize=6)
+    ax.set_title(f"1-ISP approximation vs its bound\n{exact['seq_id'].nunique()} entities")
+    outside_legend(fig, ax)
     save_figure(fig, FIG / "s1_isp_bound", FORMATS)
     metrics["isp_bound_check"] = {
         "exact_within_bounds": bool(
