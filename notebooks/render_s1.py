@@ -240,7 +240,8 @@ table1 = (
 # and the largest bound says how far below the true n-ISP it may be.
 largest_bound = isp.groupby("decoder")["bound"].max()
 table1["note"] = [
-    "exact (bound 0)" if largest_bound[d] == 0 else f"lower bound; Appendix A bound <= {largest_bound[d]:.2g}"
+    "exact (bound 0)" if largest_bound[d] == 0
+    else f"lower bound; Appendix A bound <= {largest_bound[d]:.2g}"
     for d in table1["decoder"]
 ]  # fmt: skip
 save_table(table1, FIG / "s1_table1")
