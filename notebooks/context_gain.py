@@ -7,7 +7,10 @@
 # Every scoring batch is checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
-models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+lm = "smollm2-135m-instruct"
+device = "cpu"
+dtype = "float32"
+device_map = None
 context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 256, "batch_size": 4}
 
 # %%
@@ -26,7 +29,7 @@ HEAD, TAIL = "Article:", "\n\nSummary:"
 store = checkpoint.open_stage("context_gain", globals())
 
 model, tokenizer = model_registry.load(
-    models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
+    lm, device=device, dtype=dtype, device_map=device_map
 )
 records = corpora.take(
     corpora.read_jsonl(paths.RAW / f"{context_gain['corpus']}.jsonl"),
@@ -52,7 +55,7 @@ responses = [
 score = dict(
     batch_size=context_gain["batch_size"],
     pad_id=tokenizer.pad_token_id,
-    cache=store.cache("scores", models["lm"]),
+    cache=store.cache("scores", lm),
 )
 with_context = continuation_logprobs(model, [p.ids for p in prompts], responses, **score)
 without_context = continuation_logprobs(

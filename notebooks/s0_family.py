@@ -11,7 +11,8 @@
 
 # %% tags=["parameters"]
 seed = 0
-models = {"device": "cpu", "dtype": "float32"}
+device = "cpu"
+dtype = "float32"
 min_new_tokens = 4
 count_eos = True
 temperature = 0.8
@@ -92,7 +93,7 @@ response_rows, gram_rows = [], []
 for size in sizes:
     started = time.perf_counter()
     model, tokenizer = registry.load(
-        str(FAMILY / size), device=models["device"], dtype=models["dtype"]
+        str(FAMILY / size), device=device, dtype=dtype
     )
     prompts = [
         s0_prompt(tokenizer, r, family["corpus"], "plain", family["context_tokens"])[0]

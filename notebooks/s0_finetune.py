@@ -11,7 +11,9 @@
 
 # %% tags=["parameters"]
 seed = 0
-models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+lm = "smollm2-135m-instruct"
+device = "cpu"
+dtype = "float32"
 template = "chat"
 context_tokens = 64
 max_new_tokens = 12
@@ -52,7 +54,7 @@ _ = torch.manual_seed(seed)
 rows, losses, knowledge = [], [], []
 if finetune["enabled"]:
     model, tokenizer = registry.load(
-        models["lm"], device=models["device"], dtype=models["dtype"], device_map=None
+        lm, device=device, dtype=dtype, device_map=None
     )
     records = corpora_io.take(
         corpora_io.read_jsonl(paths.RAW / "pubmedqa.jsonl"),

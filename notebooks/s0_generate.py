@@ -13,7 +13,9 @@
 
 # %% tags=["parameters"]
 seed = 0
-models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+device = "cpu"
+dtype = "float32"
+device_map = None
 lms = ["smollm2-135m-instruct"]
 corpora = ["cnn_dm", "pubmedqa"]
 template = "chat"
@@ -104,7 +106,7 @@ def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(N
 rows = []
 for lm in lms:
     model, tokenizer = registry.load(
-        lm, device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
+        lm, device=device, dtype=dtype, device_map=device_map
     )
     main_settings = [(lam, temperature) for lam in lams]
     for corpus in corpora:

@@ -18,7 +18,10 @@
 
 # %% tags=["parameters"]
 seed = 0
-models = {"lm": "smollm2-135m-instruct", "device": "cpu", "dtype": "float32", "device_map": None}
+lm = "smollm2-135m-instruct"
+device = "cpu"
+dtype = "float32"
+device_map = None
 template = "chat"
 context_tokens = 64
 max_new_tokens = 12
@@ -47,7 +50,7 @@ OUT = paths.INTERIM / "s0" / "ngram"
 OUT.mkdir(parents=True, exist_ok=True)
 store = checkpoint.open_stage("s0_ngram", globals())
 model, tokenizer = registry.load(
-    models["lm"], device=models["device"], dtype=models["dtype"], device_map=models["device_map"]
+    lm, device=device, dtype=dtype, device_map=device_map
 )
 EOS, PAD = tokenizer.eos_token_id, tokenizer.pad_token_id
 # Ablated contexts are scored under the decoding distribution of the responses: CID at λ = 1.

@@ -17,18 +17,12 @@ decoders = [
     {"name": "sampling", "kind": "sampling"},
     {"name": "top-k 5", "kind": "top_k", "value": 5},
 ]
-scores = {
-    "models": "family",
-    "sequences": "planted",
-    "prefix_tokens": 50,
-    "ne_suffix_tokens": 4,
-    "long_suffix_tokens": 50,
-    "prefix_lengths": [10, 20, 30, 40, 50],
-    "batch_size": 16,
-    "device": "cpu",
-    "dtype": "float32",
-    "monte_carlo": {"kinds": ["named_entity"], "sequences": 4, "samples": 20, "seed": 0},
-}
+models = "family"
+sequences = "planted"
+prefix_tokens = 50
+ne_suffix_tokens = 4
+device = "cpu"
+dtype = "float32"
 isp = {
     "n": [1, 2],
     "expand": 10,
@@ -57,7 +51,7 @@ store = checkpoint.open_stage("s1_isp", globals())
 KEEP_LEAVES = 100  # most likely partial matches kept per (entity, decoder, n)
 transforms = seq.decoder_table(decoders)
 
-if scores["models"] == "family":
+if models == "family":
     torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
     largest = str(fam.member_dirs(paths.DATA / "family")[-1])
     rows = seq.planted_sequences(
@@ -65,12 +59,10 @@ if scores["models"] == "family":
         corpora.read_jsonl(paths.RAW / "pretrain.secrets.jsonl"),
     )
 else:
-    largest = scores["models"][-1]
-    rows = corpora.read_sequences(scores["sequences"])
-model, tokenizer = registry.load(
-    largest, device=scores["device"], dtype=scores["dtype"], device_key="s1.scores.device"
-)
-if scores["models"] == "family":
+    largest = models[-1]
+    rows = corpora.read_sequences(sequences)
+model, tokenizer = registry.load(largest, device=device, dtype=dtype, device_key="s1.scores.device")
+if models == "family":
     fam.check_family(paths.DATA / "family", paths.RAW / "pretrain.jsonl", tokenizer)
 
 entities = []
@@ -78,7 +70,7 @@ for row in rows:
     if row["kind"] != "named_entity":
         continue
     split = seq.split_tokens(
-        tokenizer, row["prefix"], row["suffix"], scores["prefix_tokens"], scores["ne_suffix_tokens"]
+        tokenizer, row["prefix"], row["suffix"], prefix_tokens, ne_suffix_tokens
     )
     if split is not None:
         entities.append({"seq_id": row["seq_id"], "prefix": split[0], "suffix": split[1]})
