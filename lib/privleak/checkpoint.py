@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tqdm import tqdm
+
 from privleak import params as params_module
 from privleak import paths
 from privleak.errors import require
@@ -172,10 +174,11 @@ class StageStore:
         compute: Callable[[Any], T],
         key: Callable[[Any], Hashable] = lambda item: item,
     ) -> list[T]:
-        """[compute(item) for item in items], each item one unit keyed (name, key(item))."""
+        """[compute(item) for item in items], each item one unit keyed (name, key(item)), with a
+        progress bar (stderr: the executed notebook shows it)."""
         return [
             self.get_or_compute((name, key(item)), lambda item=item: compute(item))
-            for item in items
+            for item in tqdm(list(items), desc=f"{self.stage} {name}", mininterval=5)
         ]
 
     def cache(self, *scope: Hashable) -> Callable[[Hashable, Callable[[], T]], T]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import torch
+from tqdm import tqdm
 from transformers import DynamicCache
 
 from privleak.batching import (
@@ -417,7 +418,8 @@ def decode(
             -max(len(prompts[g * streams_per_group + s]) for s in range(streams_per_group))
         ),
     )
-    for first in range(0, n_groups, per_chunk):
+    starts = range(0, n_groups, per_chunk)
+    for first in tqdm(starts, desc="decode chunks", disable=len(starts) < 2, mininterval=5):
         groups = order[first : first + per_chunk]
         if cache is None:
             run.chunk(groups, run.prefill_counter, run.step_counter)
