@@ -256,6 +256,8 @@ ax.set_xticks([], minor=True)
 ax.set_xlabel("context size |D| (first |D| tokens)")
 ax.set_ylabel(TAU_HAT + " (λ = 1)")
 ax.set_title(f"Context size, {sizes['example'].nunique()} contexts")
+if len(lms) > 1:
+    outside_legend(fig, ax, title="LM")
 save_figure(fig, FIG / "s0_fig2b", FORMATS)
 save_table(by_size, FIG / "s0_fig2b")
 for model, line in by_size.groupby("model", sort=False):
@@ -381,11 +383,13 @@ for name, fixed, axis in [
     part = sweep_text[np.isclose(sweep_text[fixed[0]], fixed[1])]
     curve = part.groupby(["model", axis])[["tau", "rouge_l_f1", "faithfulness"]].mean()
     curve = curve.reset_index()
+    # The kind without its model folder ("factkb:/path/to/model"): a path would fill the axis.
+    faithfulness_kind = part["faithfulness_kind"].iloc[0].split(":")[0]
     fig, axes = plt.subplots(1, 3, figsize=(8.5, 2.8))
     for ax, column, label in zip(
         axes,
         ["tau", "rouge_l_f1", "faithfulness"],
-        [TAU_HAT, "ROUGE-L F1", f"faithfulness ({part['faithfulness_kind'].iloc[0]})"],
+        [TAU_HAT, "ROUGE-L F1", f"faithfulness ({faithfulness_kind})"],
         strict=True,
     ):
         sns.lineplot(
