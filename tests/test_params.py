@@ -86,3 +86,9 @@ def test_run_with_profile_switches_then_restores(tmp_path, monkeypatch):
     assert seen.read_text() == real_params_text(profile="profile: smoke")
     assert (tmp_path / "params.yaml").read_text() == original
     assert not (tmp_path / "dvc.lock").exists()
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_runs_through_scripts_stage(stage):
+    # scripts/stage finds the checkout's interpreter: `dvc repro` works without the venv on PATH.
+    assert params.stage_definition(stage)["cmd"] == f"scripts/stage {stage}"
