@@ -29,6 +29,7 @@ from common import add_model_args, describe, load_model, timed  # noqa: E402
 
 from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.cid import block_eos, cid_generate, cid_logprobs  # noqa: E402
+from privleak.decoding import resolve_forward_mode  # noqa: E402
 from privleak.models import real_logits  # noqa: E402
 from privleak.prompts import ContextPrompt  # noqa: E402
 
@@ -124,6 +125,12 @@ def main() -> int:
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--max-batch-streams", type=int, default=None)
     parser.add_argument(
+        "--forward-mode",
+        default="auto",
+        choices=["auto", "dynamic", "slots", "graph"],
+        help="the decoder's step forwards (auto: a CUDA graph on a GPU, a growing cache on a CPU)",
+    )
+    parser.add_argument(
         "--fair-groups",
         type=int,
         default=4,
@@ -145,7 +152,8 @@ def main() -> int:
     groups = len(prompts) * len(settings)
     print(
         f"{describe(model, args)}: {args.contexts} contexts x {len(settings)} λ = {groups} "
-        f"groups, |D| = {args.context}, template {args.head}+{args.tail}, {args.new} new tokens"
+        f"groups, |D| = {args.context}, template {args.head}+{args.tail}, {args.new} new tokens, "
+        f"forward mode {resolve_forward_mode(model, args.forward_mode)}"
     )
     ok = True
 
@@ -159,6 +167,7 @@ def main() -> int:
             eos_token_id=eos,
             pad_id=pad,
             max_batch_streams=args.max_batch_streams,
+            forward_mode=args.forward_mode,
         )
 
     def best_of(fn):

@@ -41,3 +41,28 @@ def test_teacher_forced_scores_agree_on_cpu_and_cuda():
     cuda = continuation_logprobs(tiny_opt().cuda(), PROMPTS, continuations)
     for a, b in zip(cpu, cuda, strict=True):
         assert torch.allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_cuda_graph_replay_samples_what_the_dynamic_cache_samples(build):
+    chain = standard_transforms(temperature_value=1.3, top_p_value=0.95)
+    kwargs = {"max_new_tokens": 12, "transforms": chain, "seed": 3, "eos_token_id": 2,
+              "min_new_tokens": 2, "max_batch_streams": 8}  # fmt: skip
+    model = build().cuda()
+    dynamic = decode(model, PROMPTS, forward_mode="dynamic", **kwargs)
+    graph = decode(model, PROMPTS, forward_mode="graph", **kwargs)
+    assert dynamic.lengths.min() < 12  # finished groups ride along in the replayed batch
+    assert torch.equal(dynamic.tokens, graph.tokens)
+    assert torch.allclose(dynamic.sample_logprobs, graph.sample_logprobs, atol=1e-4)
+    assert torch.allclose(dynamic.stream_logprobs, graph.stream_logprobs, atol=1e-4)
+
+
+def test_cid_uses_the_cuda_graph_by_default_and_agrees_with_the_cpu():
+    prompts = [ContextPrompt([1, 4], [5, 6, 7, 8, 9, 10, 11], [12]), ContextPrompt([1], [13], [12])]
+    kwargs = {"max_new_tokens": 8, "min_new_tokens": 3, "eos_token_id": 2, "seed": 1}
+    settings = [(0.5, 0.8), (1.5, 1.0)]
+    cpu = cid_generate(tiny_llama(), prompts, settings, **kwargs)
+    graph = cid_generate(tiny_llama().cuda(), prompts, settings, forward_mode="graph", **kwargs)
+    auto = cid_generate(tiny_llama().cuda(), prompts, settings, **kwargs)
+    assert torch.equal(cpu.tokens, graph.tokens) and torch.equal(graph.tokens, auto.tokens)
+    assert torch.allclose(cpu.tau, graph.tau, atol=1e-4)

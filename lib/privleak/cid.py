@@ -236,6 +236,7 @@ def cid_generate(
     max_batch_streams: int | None = None,
     count_eos: bool = True,
     cache: UnitCache | None = None,
+    forward_mode: str = "auto",
 ) -> CIDGeneration:
     """Sample a CID response for every (prompt, (λ, T)) pair in one decode call.
 
@@ -245,7 +246,7 @@ def cid_generate(
     The response to (example_ids[i], λ, T, ε) depends only on those and `seed` (default ids:
     prompt positions), never on the other prompts or on `max_batch_streams` (the memory budget:
     streams decoded at once, two per response). With a `cache`, each decoder chunk is one
-    checkpoint unit (its group keys carry λ, T and ε).
+    checkpoint unit (its group keys carry λ, T and ε). `forward_mode` is the decoder's.
 
     `count_eos` decides whether a response that ends with EOS keeps that token: True counts its
     influence in τ (EOS is a sampled token like any other); False stops before it, as the
@@ -301,6 +302,7 @@ def cid_generate(
         pad_id=pad_id,
         max_batch_streams=max_batch_streams,
         cache=cache,
+        forward_mode=forward_mode,
     )
     steps = out.tokens.shape[1]
     temps_t = torch.tensor(temps)[:, None]

@@ -36,6 +36,7 @@ from privleak.batching import (
     through_cache,
 )
 from privleak.errors import require
+from privleak.graphs import GRAPH_MODEL_TYPES, SlotStep, supports_slot_step
 from privleak.models import real_logits
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -301,6 +302,28 @@ def sample_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor) -> torch.
     return torch.minimum(drawn, last)
 
 
+FORWARD_MODES = ("auto", "dynamic", "slots", "graph")
+
+
+def resolve_forward_mode(model, mode: str) -> str:
+    """The concrete forward mode for `mode` on this model (see `decode`)."""
+    require(mode in FORWARD_MODES, f"forward_mode must be one of {FORWARD_MODES}, got {mode!r}")
+    graph_ok = model.device.type == "cuda" and supports_slot_step(model)
+    if mode == "auto":
+        return "graph" if graph_ok else "dynamic"
+    require(
+        mode != "graph" or graph_ok,
+        f"forward_mode 'graph' needs a CUDA model of type {sorted(GRAPH_MODEL_TYPES)}; "
+        f"this one is {model.config.model_type!r} on {model.device}",
+    )
+    require(
+        mode != "slots" or supports_slot_step(model),
+        f"forward_mode 'slots' supports model types {sorted(GRAPH_MODEL_TYPES)}, "
+        f"not {model.config.model_type!r}",
+    )
+    return mode
+
+
 def _bucket_by_length(rows: Sequence[Sequence[int]], waste: float = 0.25) -> list[list[int]]:
     """Indices of rows (longest first) in buckets whose left padding stays within `waste` of
     their real tokens, so a short prompt is not padded to a long one."""
@@ -376,6 +399,7 @@ def decode(
     keep_distributions: bool = False,
     max_batch_streams: int | None = None,
     cache: UnitCache | None = None,
+    forward_mode: str = "auto",
 ) -> Decoded:
     """Decode len(prompts) // streams_per_group groups, one batched forward per step.
 
@@ -386,6 +410,12 @@ def decode(
     At most `max_batch_streams` streams (default: all) are decoded at once. With a `cache`, each
     such chunk is one checkpoint unit, keyed by its groups' keys and prompts, the seed and the
     lengths (a caller whose `mix` settings are not in the group keys must scope its cache).
+
+    forward_mode: how the steps after the prefill are forwarded. "dynamic": a growing KV cache,
+    finished groups leave the batch. "slots": fixed buffers (`privleak.graphs.SlotStep`), run
+    eagerly. "graph": the same buffers replayed as a CUDA graph (CUDA, GRAPH_MODEL_TYPES only).
+    "auto": "graph" where it is available, else "dynamic". All four give the same samples up to
+    float rounding in the attention sums.
     """
     n_streams = len(prompts)
     require(n_streams >= 1, "decode needs at least one prompt")
@@ -409,7 +439,8 @@ def decode(
     check_fits(model, [len(p) + max_new_tokens for p in prompts], "prompt + max_new_tokens")
     run = _Run(model, prompts, max_new_tokens, transforms, streams_per_group, mix, eos_token_id,
                min_new_tokens, pad_id, keep_distributions,
-               group_uniforms(seed, keys, max_new_tokens))  # fmt: skip
+               group_uniforms(seed, keys, max_new_tokens),
+               resolve_forward_mode(model, forward_mode))  # fmt: skip
     per_chunk = budget // streams_per_group
     # Longest prompts first, so a chunk's members pad little to one another.
     order = sorted(
@@ -443,11 +474,12 @@ class _Run:
     except the EOS test."""
 
     def __init__(self, model, prompts, max_new_tokens, transforms, streams_per_group, mix,
-                 eos_token_id, min_new_tokens, pad_id, keep_distributions, uniforms):  # fmt: skip
+                 eos_token_id, min_new_tokens, pad_id, keep_distributions, uniforms,
+                 forward_mode="dynamic"):  # fmt: skip
         self.model, self.prompts, self.transforms, self.mix = model, prompts, transforms, mix
         self.steps, self.per_group = max_new_tokens, streams_per_group
         self.eos, self.min_new, self.pad_id = eos_token_id, min_new_tokens, pad_id
-        self.keep = keep_distributions
+        self.keep, self.forward_mode = keep_distributions, forward_mode
         device = self.device = model.device
         self.uniforms = uniforms.to(device)
         n_groups, shape = uniforms.shape[0], uniforms.shape
@@ -504,6 +536,12 @@ class _Run:
         cache, mask, logits = prefill(
             self.model, [self.prompts[i] for i in streams.tolist()], self.pad_id, prefill_counter
         )
+        if self.forward_mode != "dynamic" and self.steps > 1:
+            stepper = SlotStep(self.model, cache, mask, self.steps - 1,
+                               graph=self.forward_mode == "graph")  # fmt: skip
+            del cache  # its keys/values now live in the step's buffers
+            self._slot_chunk(stepper, groups, streams, logits, step_counter)
+            return
         position = mask.sum(-1, keepdim=True)
         for step in range(self.steps):
             stream_logits = real_logits(self.model, logits.float())
@@ -533,6 +571,31 @@ class _Run:
             )
             step_counter.add(len(stream_tokens), 1)
             cache, position, logits = out.past_key_values, position + 1, out.logits[:, -1]
+
+    def _slot_chunk(self, stepper, groups, streams, logits, step_counter) -> None:
+        """The chunk loop over fixed step buffers: finished groups stay in the forward batch, fed
+        pad tokens, and only the live rows (`rows`, into the chunk's streams) are sampled."""
+        rows = torch.arange(len(streams), device=self.device)
+        feed = torch.full((len(streams),), self.pad_id, dtype=torch.long, device=self.device)
+        for step in range(self.steps):
+            tokens = self._step(step, groups, streams, real_logits(self.model, logits.float()))
+            if self.eos is not None and step >= self.min_new:
+                done = tokens == self.eos
+                finished = int(done.sum())  # the one host sync a step: the stop test
+                if finished == len(groups):
+                    return
+                if finished:
+                    keep = torch.nonzero(~done)[:, 0]
+                    kept_streams = self._streams(keep)
+                    groups, tokens = groups[keep], tokens[keep]
+                    streams, rows = streams[kept_streams], rows[kept_streams]
+                    feed.fill_(self.pad_id)
+            if step == self.steps - 1:
+                return
+            feed[rows] = tokens.repeat_interleave(self.per_group)
+            logits = stepper.step(feed)
+            logits = logits if len(rows) == len(feed) else logits[rows]
+            step_counter.add(len(feed), 1)
 
     def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:
         """Sample one token per group, write every record of this step; returns tokens [g]."""
