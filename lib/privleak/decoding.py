@@ -341,18 +341,32 @@ def _bucket_by_length(rows: Sequence[Sequence[int]], waste: float = 0.25) -> lis
     return buckets
 
 
-def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardCounter):
+def prefill(
+    model,
+    rows: Sequence[Sequence[int]],
+    pad_id: int,
+    counter: ForwardCounter,
+    *,
+    slots: int = 0,
+):
     """Forward each distinct row once and return (cache, mask [N, W], last logits [N, V]) for all
     N rows, left-padded to the longest (W): the cache the decoder extends.
 
     Distinct rows are forwarded in length buckets (little padding), keeping only the last
     position's logits; each bucket's keys/values are left-padded to W (padding slots hold zeros
     and are masked), and rows that repeat a prompt (a sweep's settings) share its entry.
+    With `slots` > 0 the cache is instead a pair of per-layer lists of [N, H, W + slots, d]
+    buffers (`SlotStep`'s), each bucket written straight into its rows, so no second copy of
+    the cache ever exists.
     """
     device = model.device
     distinct = list(dict.fromkeys(tuple(row) for row in rows))
     width = len(max(distinct, key=len))
+    users: dict[tuple, list[int]] = {}
+    for n, row in enumerate(rows):
+        users.setdefault(tuple(row), []).append(n)
     layers: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+    buffers: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
     logits, order = [], []
     for bucket in _bucket_by_length(distinct):
         ids, mask = pad_rows([distinct[i] for i in bucket], pad_id, "left")
@@ -367,6 +381,20 @@ def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardC
         counter.add(*ids.shape)
         logits.append(out.logits[:, -1])
         order += bucket
+        if slots:
+            # Every row that uses one of this bucket's prompts, and its row in the bucket.
+            targets = [(n, k) for k, i in enumerate(bucket) for n in users[distinct[i]]]
+            into = torch.tensor([n for n, _ in targets], device=device)
+            local = torch.tensor([k for _, k in targets], device=device)
+            columns = slice(width - ids.shape[1], width)
+            for index, layer in enumerate(out.past_key_values.layers):
+                if index == len(buffers[0]):
+                    for buffer, part in zip(buffers, (layer.keys, layer.values), strict=True):
+                        shape = (len(rows), part.shape[1], width + slots, part.shape[3])
+                        buffer.append(part.new_zeros(shape))
+                buffers[0][index][into, :, columns] = layer.keys[local]
+                buffers[1][index][into, :, columns] = layer.values[local]
+            continue
         pad = (0, 0, width - ids.shape[1], 0)  # left-pad the sequence axis
         for index, layer in enumerate(out.past_key_values.layers):
             if index == len(layers):
@@ -375,10 +403,12 @@ def prefill(model, rows: Sequence[Sequence[int]], pad_id: int, counter: ForwardC
             layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
     slot = {distinct[i]: k for k, i in enumerate(order)}  # row of the concatenated buckets
     pick = torch.tensor([slot[tuple(row)] for row in rows], device=device)
+    _, mask = pad_rows([distinct[i] for i in order], pad_id, "left")
+    if slots:
+        return buffers, mask.to(device)[pick], torch.cat(logits)[pick]
     cache = DynamicCache()
     for index, (keys, values) in enumerate(layers):
         cache.update(torch.cat(keys)[pick], torch.cat(values)[pick], index)
-    _, mask = pad_rows([distinct[i] for i in order], pad_id, "left")
     return cache, mask.to(device)[pick], torch.cat(logits)[pick]
 
 
@@ -533,13 +563,16 @@ class _Run:
         """Decode one chunk of groups into the buffers, counting its forwards."""
         groups = torch.tensor(group_list, device=self.device)
         streams = self._streams(groups)
+        slots = self.steps - 1 if self.forward_mode != "dynamic" else 0
         cache, mask, logits = prefill(
-            self.model, [self.prompts[i] for i in streams.tolist()], self.pad_id, prefill_counter
+            self.model,
+            [self.prompts[i] for i in streams.tolist()],
+            self.pad_id,
+            prefill_counter,
+            slots=slots,
         )
-        if self.forward_mode != "dynamic" and self.steps > 1:
-            stepper = SlotStep(self.model, cache, mask, self.steps - 1,
-                               graph=self.forward_mode == "graph")  # fmt: skip
-            del cache  # its keys/values now live in the step's buffers
+        if slots:
+            stepper = SlotStep(self.model, *cache, mask, graph=self.forward_mode == "graph")
             self._slot_chunk(stepper, groups, streams, logits, step_counter)
             return
         position = mask.sum(-1, keepdim=True)

@@ -55,21 +55,15 @@ class _SlotCache:
 class SlotStep:
     """Decode forwards for B streams after a prefill: `step(tokens [B])` -> logits [B, V].
 
-    cache: the prefill's DynamicCache (rows left-padded to width W); mask: its [B, W] 0/1 mask;
-    steps: how many forwards follow (the buffers hold W + steps columns). With `graph=True`
-    (CUDA only) the forward is captured on the first call and replayed afterwards."""
+    keys, values: per layer [B, H, L, d] buffers whose first W columns hold the prefill (rows
+    left-padded; `decoding.prefill(..., slots=L - W)` writes them); mask: the prefill's [B, W]
+    0/1 mask. The buffers take L - W more steps. With `graph=True` (CUDA only) the forward is
+    captured on the first call and replayed afterwards."""
 
-    def __init__(self, model, cache, mask: torch.Tensor, steps: int, *, graph: bool):
+    def __init__(self, model, keys, values, mask: torch.Tensor, *, graph: bool):
         self.model, self.graph = model, graph
         device, (batch, width) = mask.device, mask.shape
-        length = width + steps
-        keys, values = [], []
-        for layer in cache.layers:
-            shape = (*layer.keys.shape[:2], length, layer.keys.shape[-1])
-            keys.append(layer.keys.new_zeros(shape))
-            values.append(layer.values.new_zeros((*shape[:3], layer.values.shape[-1])))
-            keys[-1][:, :, :width] = layer.keys
-            values[-1][:, :, :width] = layer.values
+        length = keys[0].shape[2]
         self.slot = torch.tensor([width], device=device)
         self.cache = _SlotCache(keys, values, self.slot)
         dtype = keys[0].dtype
