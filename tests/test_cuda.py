@@ -66,3 +66,17 @@ def test_cid_uses_the_cuda_graph_by_default_and_agrees_with_the_cpu():
     auto = cid_generate(tiny_llama().cuda(), prompts, settings, **kwargs)
     assert torch.equal(cpu.tokens, graph.tokens) and torch.equal(graph.tokens, auto.tokens)
     assert torch.allclose(cpu.tau, graph.tau, atol=1e-4)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_cuda_graph_recaptured_for_the_live_half_samples_the_same(build):
+    steps, model = 12, build().cuda()
+    free = decode(model, PROMPTS, max_new_tokens=steps, seed=5, forward_mode="dynamic")
+    early = free.tokens[:, : steps - 1]
+    eos = max(range(32), key=lambda token: int((early == token).any(1).sum()))
+    kwargs = {"max_new_tokens": steps, "seed": 5, "eos_token_id": eos}
+    dynamic = decode(model, PROMPTS, forward_mode="dynamic", **kwargs)
+    graph = decode(model, PROMPTS, forward_mode="graph", **kwargs)
+    assert (dynamic.lengths < steps).sum() * 2 >= len(PROMPTS)
+    assert torch.equal(dynamic.tokens, graph.tokens)
+    assert graph.step_counter.tokens < len(PROMPTS) * (int(graph.lengths.max()) - 1)

@@ -74,3 +74,22 @@ def test_forward_mode_resolution_on_a_cpu():
 def test_unavailable_forward_modes_fail_with_one_line(build, mode, message):
     with pytest.raises(PrivleakError, match=message):
         decode(build(), [[1, 2]], max_new_tokens=2, forward_mode=mode)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_finished_groups_leave_the_slot_batch_once_half_of_it_is_done(build):
+    steps = 12
+    free = decode(build(), PROMPTS, max_new_tokens=steps, seed=5)
+    # EOS changes no draw before it, so the token found in the most rows (before the last step)
+    # as EOS makes the most groups stop early.
+    early = free.tokens[:, : steps - 1]
+    eos = max(range(32), key=lambda token: int((early == token).any(1).sum()))
+    kwargs = {"max_new_tokens": steps, "seed": 5, "eos_token_id": eos}
+    dynamic = decode(build(), PROMPTS, forward_mode="dynamic", **kwargs)
+    slots = decode(build(), PROMPTS, forward_mode="slots", **kwargs)
+    assert (dynamic.lengths < steps).sum() * 2 >= len(PROMPTS)
+    assert torch.equal(dynamic.tokens, slots.tokens)
+    assert torch.allclose(dynamic.sample_logprobs, slots.sample_logprobs, atol=1e-5)
+    # Without compaction every step would forward all rows.
+    assert slots.step_counter.tokens < len(PROMPTS) * (int(slots.lengths.max()) - 1)
+    assert slots.step_counter.tokens <= 2 * dynamic.step_counter.tokens

@@ -607,7 +607,8 @@ class _Run:
 
     def _slot_chunk(self, stepper, groups, streams, logits, step_counter) -> None:
         """The chunk loop over fixed step buffers: finished groups stay in the forward batch, fed
-        pad tokens, and only the live rows (`rows`, into the chunk's streams) are sampled."""
+        pad tokens, until half of it has finished (then the live rows move to a smaller step);
+        only the live rows (`rows`, into the step's batch) are sampled."""
         rows = torch.arange(len(streams), device=self.device)
         feed = torch.full((len(streams),), self.pad_id, dtype=torch.long, device=self.device)
         for step in range(self.steps):
@@ -623,6 +624,10 @@ class _Run:
                     groups, tokens = groups[keep], tokens[keep]
                     streams, rows = streams[kept_streams], rows[kept_streams]
                     feed.fill_(self.pad_id)
+                    if 2 * len(rows) <= len(feed):  # half the batch is done: drop its rows
+                        stepper = stepper.keep(rows)
+                        rows = torch.arange(len(rows), device=self.device)
+                        feed = feed[: len(rows)].clone()
             if step == self.steps - 1:
                 return
             feed[rows] = tokens.repeat_interleave(self.per_group)

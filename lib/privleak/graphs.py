@@ -18,11 +18,14 @@ by the capture itself.
 The slot cache implements what the supported models call: `update(keys, values, layer_idx, ...)`
 and, for OPT, `get_seq_length()`; a 4D mask is passed through by transformers' mask
 builders unchanged, and position ids are given, so no cache length is ever asked for.
-Finished streams stay in the batch (fed pad tokens): a fixed batch is what makes the graph
-replayable; the decoder ignores their rows.
+Finished streams stay in the batch (fed pad tokens), since a fixed batch is what makes the graph
+replayable, until half of the batch has finished: then `keep` copies the live rows into a smaller
+step (captured anew), so finished streams never cost more forwards than live ones.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 
@@ -103,6 +106,19 @@ class SlotStep:
         self.positions.add_(1)
         self.done += 1
         return logits
+
+    def keep(self, rows: torch.Tensor) -> SlotStep:
+        """The same decode state over the streams `rows` only (a copy of their buffer rows; the
+        graph is captured anew on the next step). The decoder calls it once half of a batch has
+        finished, so finished streams cost at most as many forwards as live ones."""
+        kept = copy.copy(self)
+        slot = self.slot.clone()
+        kept.cache = _SlotCache([k[rows] for k in self.cache.keys],
+                                [v[rows] for v in self.cache.values], slot)  # fmt: skip
+        kept.cache.seen, kept.slot = self.cache.seen, slot
+        kept.mask, kept.ids, kept.positions = self.mask[rows], self.ids[rows], self.positions[rows]
+        kept.logits, kept._graph = None, None
+        return kept
 
     def _capture(self) -> torch.Tensor:
         # Warm up on a side stream (library handles, autotuning), as capture requires; the
