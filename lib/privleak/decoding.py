@@ -579,13 +579,11 @@ class _Run:
         for step in range(self.steps):
             stream_logits = real_logits(self.model, logits.float())
             tokens = self._step(step, groups, streams, stream_logits)
-            if self.eos is not None and step >= self.min_new:
-                done = tokens == self.eos
-                finished = int(done.sum())  # the one host sync a step: the stop test
-                if finished == len(groups):
+            keep = self._going_on(step, tokens)
+            if keep is not None:
+                if not len(keep):
                     return
-                if finished:
-                    keep = torch.nonzero(~done)[:, 0]
+                if len(keep) < len(groups):
                     kept_streams = self._streams(keep)
                     cache.reorder_cache(kept_streams)
                     groups, tokens = groups[keep], tokens[keep]
@@ -613,13 +611,11 @@ class _Run:
         feed = torch.full((len(streams),), self.pad_id, dtype=torch.long, device=self.device)
         for step in range(self.steps):
             tokens = self._step(step, groups, streams, real_logits(self.model, logits.float()))
-            if self.eos is not None and step >= self.min_new:
-                done = tokens == self.eos
-                finished = int(done.sum())  # the one host sync a step: the stop test
-                if finished == len(groups):
+            keep = self._going_on(step, tokens)
+            if keep is not None:
+                if not len(keep):
                     return
-                if finished:
-                    keep = torch.nonzero(~done)[:, 0]
+                if len(keep) < len(groups):
                     kept_streams = self._streams(keep)
                     groups, tokens = groups[keep], tokens[keep]
                     streams, rows = streams[kept_streams], rows[kept_streams]
@@ -634,6 +630,13 @@ class _Run:
             logits = stepper.step(feed)
             logits = logits if len(rows) == len(feed) else logits[rows]
             step_counter.add(len(feed), 1)
+
+    def _going_on(self, step: int, tokens: torch.Tensor) -> torch.Tensor | None:
+        """The stop test after step `step`: None when no group can stop yet, else the indices
+        [g'] of the groups that did not just emit EOS (the one host sync a step)."""
+        if self.eos is None or step < self.min_new:
+            return None
+        return torch.nonzero(tokens != self.eos)[:, 0]
 
     def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:
         """Sample one token per group, write every record of this step; returns tokens [g]."""
