@@ -583,12 +583,11 @@ class _Run:
             if keep is not None:
                 if not len(keep):
                     return
-                if len(keep) < len(groups):
-                    kept_streams = self._streams(keep)
-                    cache.reorder_cache(kept_streams)
-                    groups, tokens = groups[keep], tokens[keep]
-                    streams, mask = streams[kept_streams], mask[kept_streams]
-                    position = position[kept_streams]
+                kept_streams = self._streams(keep)
+                cache.reorder_cache(kept_streams)
+                groups, tokens = groups[keep], tokens[keep]
+                streams, mask = streams[kept_streams], mask[kept_streams]
+                position = position[kept_streams]
             if step == self.steps - 1:
                 return
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -615,15 +614,14 @@ class _Run:
             if keep is not None:
                 if not len(keep):
                     return
-                if len(keep) < len(groups):
-                    kept_streams = self._streams(keep)
-                    groups, tokens = groups[keep], tokens[keep]
-                    streams, rows = streams[kept_streams], rows[kept_streams]
-                    feed.fill_(self.pad_id)
-                    if 2 * len(rows) <= len(feed):  # half the batch is done: drop its rows
-                        stepper = stepper.keep(rows)
-                        rows = torch.arange(len(rows), device=self.device)
-                        feed = feed[: len(rows)].clone()
+                kept_streams = self._streams(keep)
+                groups, tokens = groups[keep], tokens[keep]
+                streams, rows = streams[kept_streams], rows[kept_streams]
+                feed.fill_(self.pad_id)
+                if 2 * len(rows) <= len(feed):  # half the batch is done: drop its rows
+                    stepper = stepper.keep(rows)
+                    rows = torch.arange(len(rows), device=self.device)
+                    feed = feed[: len(rows)].clone()
             if step == self.steps - 1:
                 return
             feed[rows] = tokens.repeat_interleave(self.per_group)
@@ -632,11 +630,12 @@ class _Run:
             step_counter.add(len(feed), 1)
 
     def _going_on(self, step: int, tokens: torch.Tensor) -> torch.Tensor | None:
-        """The stop test after step `step`: None when no group can stop yet, else the indices
+        """The stop test after step `step`: None when every group goes on, else the indices
         [g'] of the groups that did not just emit EOS (the one host sync a step)."""
         if self.eos is None or step < self.min_new:
             return None
-        return torch.nonzero(tokens != self.eos)[:, 0]
+        going_on = torch.nonzero(tokens != self.eos)[:, 0]
+        return None if len(going_on) == len(tokens) else going_on
 
     def _step(self, step, groups, streams, stream_logits) -> torch.Tensor:
         """Sample one token per group, write every record of this step; returns tokens [g]."""
