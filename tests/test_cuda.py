@@ -6,7 +6,16 @@ import pytest
 import torch
 
 from privleak.cid import cid_generate
-from privleak.decoding import decode, standard_transforms
+from privleak.decoding import (
+    decode,
+    decoder_logprobs,
+    greedy,
+    sampling_logprobs,
+    standard_transforms,
+    temperature,
+    top_k,
+    top_p,
+)
 from privleak.prompts import ContextPrompt
 from privleak.scoring import continuation_logprobs
 from tests.conftest import tiny_llama, tiny_opt
@@ -80,3 +89,25 @@ def test_cuda_graph_recaptured_for_the_live_half_samples_the_same(build):
     assert (dynamic.lengths < steps).sum() * 2 >= len(PROMPTS)
     assert torch.equal(dynamic.tokens, graph.tokens)
     assert graph.step_counter.tokens < len(PROMPTS) * (int(graph.lengths.max()) - 1)
+
+
+def test_decoder_logprobs_on_cuda_equal_the_distribution_for_flat_peaked_and_tied_rows():
+    rng = torch.Generator().manual_seed(0)
+    flat = torch.randn(64, 49152, generator=rng) * 0.5  # top-p's bracket tier
+    peaked = torch.randn(64, 49152, generator=rng) * 10  # its top-candidates tier
+    tied = (torch.randn(64, 49152, generator=rng) * 2).bfloat16().float()  # bf16's many ties
+    logits = torch.cat([flat, peaked, tied])
+    near_top = logits.topk(50).indices.gather(-1, torch.randint(0, 50, (192, 1), generator=rng))
+    targets = torch.where(
+        torch.arange(192) % 2 == 0, near_top[:, 0], torch.randint(0, 49152, (192,), generator=rng)
+    )
+    chains = [[], [greedy()], [top_k(5)], [top_k(10)], [top_p(0.6)], [temperature(0.1)]]
+    on_cuda = decoder_logprobs(logits.cuda(), targets.cuda(), chains).cpu()
+    on_cpu = decoder_logprobs(logits, targets, chains)
+    for chain, row, cpu_row in zip(chains, on_cuda, on_cpu, strict=True):
+        reference = sampling_logprobs(logits.cuda(), chain).gather(-1, targets.cuda()[:, None])
+        reference = reference[:, 0].cpu()
+        for got in (row, cpu_row):
+            assert torch.equal(torch.isinf(got), torch.isinf(reference)), chain
+            finite = torch.isfinite(reference)
+            torch.testing.assert_close(got[finite], reference[finite], atol=1e-5, rtol=1e-6)

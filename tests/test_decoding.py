@@ -146,35 +146,98 @@ def test_target_logprobs_equal_the_gathered_distribution(
     )
 
 
-def test_top_p_sorts_only_rows_whose_nucleus_is_not_in_the_candidates(rng, monkeypatch):
-    monkeypatch.setattr(decoding, "NUCLEUS_CANDIDATES", 8)
+def spy_floors(monkeypatch) -> list[tuple[int, int]]:
+    """Records the [rows, K] shape of every descending block a top-p floor is read off."""
     shapes = []
-    floor = decoding._floor_of_descending
-    monkeypatch.setattr(
-        decoding, "_floor_of_descending", lambda top, p: shapes.append(top.shape) or floor(top, p)
-    )
-    peaked = torch.randn(5, 500, generator=rng) * 8  # the nucleus is in the top 8
-    flat = torch.randn(4, 500, generator=rng) * 0.1  # 8 x top probability < 0.6: straight to sort
-    spiked = torch.randn(3, 500, generator=rng) * 0.1
-    spiked[:, 0] = math.log(0.1 * 499 / 0.9)  # q = 0.1 passes the bound, the top 8 hold < 0.6
+    floor = decoding._nucleus_of_descending
+
+    def spy(top, p, before=0.0):
+        shapes.append(tuple(top.shape))
+        return floor(top, p, before)
+
+    monkeypatch.setattr(decoding, "_nucleus_of_descending", spy)
+    return shapes
+
+
+def test_top_p_tiers_candidates_then_bracket_then_full_sort(rng, monkeypatch):
+    monkeypatch.setattr(decoding, "NUCLEUS_CANDIDATES", 8)
+    shapes = spy_floors(monkeypatch)
+    vocab = 20_000
+    peaked = torch.randn(5, vocab, generator=rng) * 8  # the nucleus is in the top 8
+    flat = torch.randn(4, vocab, generator=rng) * 0.1  # 8 x top probability < 0.6: no top-8 pass
+    spiked = torch.randn(3, vocab, generator=rng) * 0.1
+    spiked[:, 0] = math.log(0.1 * (vocab - 1) / 0.9)  # q = 0.1 passes the bound, top 8 < 0.6
     logits = torch.cat([peaked, flat, spiked])
     targets = mixed_targets(logits, rng)
     assert_same_logprobs(
         target_logprobs(logits, targets, [top_p(0.6)]), gathered(logits, targets, [top_p(0.6)])
     )
     assert (logits.softmax(-1).topk(8).values.sum(-1) < 0.6).tolist() == [0] * 5 + [1] * 7
-    assert shapes == [(8, 8), (7, 500)]
+    (candidates, bracket) = shapes  # every flat row's bracket held its floor: no full sort
+    assert candidates == (8, 8)
+    assert bracket[0] == 7 and bracket[1] < vocab / 4
+
+    shapes.clear()
+    monkeypatch.setattr(decoding, "BRACKET_MARGIN", 0)  # one sample value wide: it misses
+    assert_same_logprobs(
+        target_logprobs(logits, targets, [top_p(0.6)]), gathered(logits, targets, [top_p(0.6)])
+    )
+    assert shapes[1][0] == 7 and shapes[2] == (7, vocab)
 
 
-def test_target_logprobs_keep_greedy_and_top_k_ties(rng):
+# Rows the bracket tier sees: their top NUCLEUS_CANDIDATES (1024) hold less than p.
+@pytest.mark.parametrize(
+    ("scale", "p"), [(0.02, 0.3), (0.02, 0.6), (1.0, 0.6), (1.0, 0.95), (2.5, 0.95)]
+)
+def test_bracketed_floor_equals_the_full_sort_where_found(rng, scale, p):
+    probs = (torch.randn(64, 20_000, generator=rng) * scale).softmax(-1)
+    tau, z, found = decoding._bracketed(probs, p, torch.zeros(64), torch.full((64,), math.inf))
+    full_tau, full_z, _ = decoding._nucleus_of_descending(probs.sort(-1, descending=True).values, p)
+    assert torch.equal(tau[found], full_tau[found])
+    torch.testing.assert_close(z[found], full_z[found], atol=1e-12, rtol=0)
+    assert (probs.topk(1024).values.sum(-1) < p).all()
+    assert found.float().mean() > 0.5  # the estimate is worth its pass on these rows
+
+
+def test_target_logprobs_keep_greedy_top_k_and_top_p_ties(rng):
     logits = torch.randint(0, 4, (40, 30), generator=rng).float()  # many ties everywhere
     every_target = torch.arange(30).repeat(40, 1)
-    for transforms in ([greedy()], [top_k(1)], [top_k(3)], [top_k(7)], []):
+    for transforms in (
+        [greedy()],
+        [top_k(1)],
+        [top_k(3)],
+        [top_k(7)],
+        [],
+        [top_p(0.3)],
+        [top_p(0.8)],
+    ):
         for column in every_target.T:
             assert_same_logprobs(
                 target_logprobs(logits, column, transforms),
                 gathered(logits, column, transforms),
             )
+
+
+def test_top_p_keeps_every_token_tied_with_the_last_one():
+    logits = torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]])  # q = 0.43, 0.16 x 3, 0.06
+    # The top token and one 0.16 reach 0.5; the other two tied 0.16s stay as well.
+    kept = torch.isfinite(top_p(0.5)(logits))
+    assert kept.tolist() == [[True, True, True, True, False]]
+
+
+def test_top_p_of_one_keeps_the_tail_whatever_float32_sums_to():
+    logits = torch.randn(8, 50_000, generator=torch.Generator().manual_seed(3)) * 4
+    assert torch.equal(top_p(1.0)(logits), logits)
+
+
+def test_decoder_logprobs_share_passes_and_equal_each_decoder_alone(rng):
+    logits = torch.randn(30, 400, generator=rng) * 2
+    targets = mixed_targets(logits, rng)
+    chains = [[], [greedy()], [top_k(5)], [top_k(10)], [top_p(0.6)], [temperature(0.1)]]
+    table = decoding.decoder_logprobs(logits, targets, chains)
+    assert table.shape == (6, 30)
+    for chain, row in zip(chains, table, strict=True):
+        assert_same_logprobs(row, gathered(logits, targets, chain))
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 
 import torch
 from tqdm import tqdm
@@ -87,15 +87,18 @@ class TopP:
         require(0 < self.p <= 1, f"top_p must be in (0, 1], got {self.p}")
 
     def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.p == 1:  # everything: a float32 mass summing past 1 must not cut the tail
+            return logits
         probs = torch.softmax(logits.float(), dim=-1)
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
-        # A token stays while the mass of the tokens ranked above it is still short of p; the top
-        # token always stays.
-        drop_sorted = mass_before >= self.p
-        drop_sorted[..., 0] = False
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        return logits.masked_fill(drop, float("-inf"))
+        descending = probs.sort(dim=-1, descending=True).values
+        # Mass accumulates in float64: a float32 running sum over a 50k vocabulary drifts by ~1e-5,
+        # enough to move the nucleus boundary by a token between two summation orders.
+        mass_before = descending.cumsum(dim=-1, dtype=torch.float64) - descending
+        # A token stays while the mass ranked above it is short of p (the top token always
+        # stays). Tokens tied with the last one kept all stay, so the set does not depend on how
+        # the sort orders ties (frequent in bf16 logits).
+        kept = (mass_before < self.p).sum(dim=-1, keepdim=True).clamp(min=1)
+        return logits.masked_fill(probs < descending.gather(-1, kept - 1), float("-inf"))
 
 
 @dataclass(frozen=True)
@@ -158,76 +161,191 @@ def sampling_logprobs(logits: torch.Tensor, transforms: Sequence[Transform]) -> 
 NUCLEUS_CANDIDATES = 1024
 """Top-p's fast path reads the nucleus off this many top candidates per row."""
 
+BRACKET_STRIDE = 16
+"""Flat rows estimate their nucleus floor from every BRACKET_STRIDE-th token's probability."""
+
+BRACKET_MARGIN = 96
+"""Sample ranks kept on either side of the estimate: the exact pass then sorts about
+2 x BRACKET_MARGIN x BRACKET_STRIDE tokens per row instead of the whole vocabulary."""
+
 
 def target_logprobs(
     logits: torch.Tensor, targets: torch.Tensor, transforms: Sequence[Transform]
 ) -> torch.Tensor:
-    """[R] log-prob of targets [R] under the modified distribution of logits [R, V] (float32,
-    padded vocabulary already -inf): `sampling_logprobs(...).gather(-1, targets)`, without building
-    the [R, V] distribution when the chain is one TopK, TopP or Greedy.
+    """[R] log-prob of targets [R] under one decoder: `decoder_logprobs` for one chain."""
+    return decoder_logprobs(logits, targets, [transforms])[0]
 
-    The empty chain and a lone Temperature stay on the generic path on purpose: log_softmax is one
-    fused pass over the row, faster than a separate logsumexp (measured on CPU; fewer passes on a
-    GPU), and bit-identical to the distribution's entries."""
-    chain = tuple(transforms)
-    if len(chain) == 1:
-        (transform,) = chain
+
+def decoder_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, chains: Sequence[Sequence[Transform]]
+) -> torch.Tensor:
+    """[C, R] log-prob of targets [R] under each decoder's modified distribution of logits [R, V]
+    (float32, padded vocabulary already -inf): `sampling_logprobs(...).gather(-1, targets)` per
+    chain, without building any [R, V] distribution when a chain is empty or one Greedy, TopK
+    or TopP (other chains take the generic path).
+
+    The decoders share one softmax, one argmax and one top-k pass (of the largest k), so six
+    decoders cost little more than the most expensive one."""
+    rows = _SharedRows(logits, targets, chains)
+    return torch.stack([rows.score(tuple(chain)) for chain in chains])
+
+
+class _SharedRows:
+    """Per-row quantities of logits [R, V] that several decoders need, each computed once."""
+
+    def __init__(self, logits: torch.Tensor, targets: torch.Tensor, chains):
+        self.logits, self.targets = logits, targets
+        ks = [c[0].k for c in map(tuple, chains) if len(c) == 1 and isinstance(c[0], TopK)]
+        # One more than the largest k: the (k+1)-th value tells whether the k-th is tied.
+        self.top_k = min(max(ks) + 1, logits.shape[-1]) if ks else 0
+
+    @cached_property
+    def target_logits(self) -> torch.Tensor:
+        return self.logits.gather(-1, self.targets[:, None])[:, 0]
+
+    @cached_property
+    def argmax(self) -> torch.Tensor:
+        return self.logits.argmax(-1, keepdim=True)
+
+    @cached_property
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits, dim=-1)
+
+    @cached_property
+    def top_prob(self) -> torch.Tensor:
+        """[R] the largest probability, the argmax's (softmax is monotone)."""
+        return self.probs.gather(-1, self.argmax)[:, 0]
+
+    @cached_property
+    def log_z(self) -> torch.Tensor:
+        """[R] log of the softmax normaliser: the top logit minus the log of its probability."""
+        return self.logits.gather(-1, self.argmax)[:, 0] - self.top_prob.log()
+
+    @cached_property
+    def top_values(self) -> torch.Tensor:
+        return self.logits.topk(self.top_k, dim=-1).values
+
+    def score(self, chain: tuple) -> torch.Tensor:
+        transform = chain[0] if len(chain) == 1 else None
+        if not chain or (isinstance(transform, TopP) and transform.p == 1):
+            return self.target_logits - self.log_z
         if isinstance(transform, Greedy):
-            return torch.where(logits.argmax(-1) == targets, 0.0, float("-inf"))
+            return torch.where(self.argmax[:, 0] == self.targets, 0.0, float("-inf"))
         if isinstance(transform, TopK):
-            return _top_k_target(logits, logits.gather(-1, targets[:, None])[:, 0], transform.k)
-        # top_p(1) stays generic: its float32 cumsum can drop the tail, the fast path would not.
-        if isinstance(transform, TopP) and transform.p < 1:
-            return _top_p_target(logits, targets, transform.p)
-    return sampling_logprobs(logits, chain).gather(-1, targets[:, None])[:, 0]
+            return _top_k_target(self.logits, self.target_logits, transform.k, self.top_values)
+        if isinstance(transform, TopP):
+            return _top_p_target(self.probs, self.targets, transform.p, self.top_prob)
+        return sampling_logprobs(self.logits, chain).gather(-1, self.targets[:, None])[:, 0]
 
 
-def _top_k_target(logits: torch.Tensor, target: torch.Tensor, k: int) -> torch.Tensor:
-    """[R] target log-probs under TopK(k): Z sums the top k and every further tie at the k-th."""
-    values = logits.topk(min(k, logits.shape[-1]), dim=-1).values
-    kth = values[:, -1]
-    extra_ties = (logits == kth[:, None]).sum(-1) - (values == kth[:, None]).sum(-1)
-    log_z = torch.logaddexp(values.logsumexp(-1), extra_ties.float().log() + kth)
+def _top_k_target(
+    logits: torch.Tensor, target: torch.Tensor, k: int, top: torch.Tensor
+) -> torch.Tensor:
+    """[R] target log-probs under TopK(k), from the row's largest values top [R, >= k]
+    (descending): Z sums the top k and every further tie at the k-th. Only rows whose (k+1)-th
+    value equals the k-th count their ties over the whole row (one host sync)."""
+    k = min(k, logits.shape[-1])
+    kth = top[:, k - 1]
+    log_z = top[:, :k].logsumexp(-1)
+    if top.shape[-1] > k:
+        tied = torch.nonzero(top[:, k] == kth)[:, 0]
+        if len(tied):
+            extra = (logits[tied] == kth[tied, None]).sum(-1) - (
+                top[tied, :k] == kth[tied, None]
+            ).sum(-1)
+            log_z[tied] = torch.logaddexp(log_z[tied], extra.float().log() + kth[tied])
     return torch.where(target >= kth, target - log_z, float("-inf"))
 
 
-def _top_p_target(logits: torch.Tensor, targets: torch.Tensor, p: float) -> torch.Tensor:
-    """[R] target log-probs under TopP(p), p < 1: log q_t - log Z when q_t >= tau, else -inf.
-
-    tau is the probability of the last nucleus token (the first whose cumulative mass, in
-    descending order, reaches p) and Z the mass of every token with q >= tau. Tie choice: tokens
-    exactly tied with the last one are all kept, where the sort keeps those it happens to rank
-    first; that is measure-zero for real logits."""
-    probs = torch.softmax(logits, dim=-1)
-    tau = _nucleus_floor(probs, p)
+def _top_p_target(
+    probs: torch.Tensor, targets: torch.Tensor, p: float, top_prob: torch.Tensor
+) -> torch.Tensor:
+    """[R] target log-probs under TopP(p): log q_t - log Z when q_t >= tau, else -inf, where tau
+    is the probability of the last nucleus token and Z the mass of every token with q >= tau."""
+    tau, z = _nucleus(probs, p, top_prob)
     q_t = probs.gather(-1, targets[:, None])[:, 0]
-    z = torch.where(probs >= tau[:, None], probs, 0.0).sum(-1)
-    return torch.where(q_t >= tau, q_t.log() - z.log(), float("-inf"))
+    return torch.where(q_t >= tau, q_t.log() - z.log().float(), float("-inf"))
 
 
-def _nucleus_floor(probs: torch.Tensor, p: float) -> torch.Tensor:
-    """[R] tau, the last nucleus token's probability, read off the top NUCLEUS_CANDIDATES where
-    they reach p; other rows (flat distributions) fall back to a full sort. Two host syncs find
-    the rows; rows whose top K cannot reach p (K x top probability < p) skip the top-K pass."""
+def _nucleus(
+    probs: torch.Tensor, p: float, top_prob: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tau [R], Z [R] float64) of TopP(p) for probs [R, V] whose largest are top_prob [R],
+    computed exactly three ways:
+    - rows whose nucleus is in their top NUCLEUS_CANDIDATES read it off a top-K pass (rows whose
+      top K cannot reach p, K x top probability < p, skip it);
+    - the other (flat) rows sort only a bracket of tokens around an estimate (`_bracketed`);
+    - rows whose bracket misses tau fall back to a full sort.
+    Each tier costs one host sync to find its rows."""
     tau = torch.empty_like(probs[:, 0])
-    sort = NUCLEUS_CANDIDATES * probs.amax(-1) < p
-    maybe = torch.nonzero(~sort)[:, 0]
-    if len(maybe):
-        top = probs[maybe].topk(min(NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1).values
-        tau[maybe], fits = _floor_of_descending(top, p)
-        sort[maybe] = ~fits
-    rows = torch.nonzero(sort)[:, 0]
+    z = torch.empty_like(tau, dtype=torch.float64)
+    # What the bracket's estimate may take as known: the exact mass of a row's top candidates
+    # and the value below which its tail starts (none for rows that skip the top-K pass).
+    head, ceiling = torch.zeros_like(tau), torch.full_like(tau, float("inf"))
+    flat = NUCLEUS_CANDIDATES * top_prob < p
+    peaked = torch.nonzero(~flat)[:, 0]
+    if len(peaked):
+        top = probs[peaked].topk(min(NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1).values
+        tau[peaked], z[peaked], fits = _nucleus_of_descending(top, p)
+        if top.shape[-1] < probs.shape[-1]:  # ties of tau may go on past the last candidate
+            fits &= top[:, -1] < tau[peaked]
+        flat[peaked] = ~fits
+        head[peaked], ceiling[peaked] = top.sum(-1), top[:, -1]
+    rows = torch.nonzero(flat)[:, 0]
     if len(rows):
-        tau[rows] = _floor_of_descending(probs[rows].sort(-1, descending=True).values, p)[0]
-    return tau
+        tau[rows], z[rows], found = _bracketed(probs[rows], p, head[rows], ceiling[rows])
+        rows = rows[~found]
+    if len(rows):
+        descending = probs[rows].sort(-1, descending=True).values
+        tau[rows], z[rows], _ = _nucleus_of_descending(descending, p)
+    return tau, z
 
 
-def _floor_of_descending(top: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tau [R], fits [R]) from the largest probabilities [R, K] in descending order: the last
-    token whose mass before is < p (as in TopP), and whether these K reach p at all."""
-    cumulative = top.cumsum(-1)
-    last = (cumulative - top < p).sum(-1) - 1  # the top token's mass before is 0 < p
-    return top.gather(-1, last[:, None])[:, 0], cumulative[:, -1] >= p
+def _bracketed(
+    probs: torch.Tensor, p: float, head: torch.Tensor, ceiling: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """(tau [R], Z [R], found [R]) for rows of probs [R, V] without sorting them whole, given
+    each row's `head` [R] mass above `ceiling` [R] (0 and inf when unknown).
+
+    A strided sample of each row's tail (below the ceiling), sorted, estimates where the
+    cumulative mass reaches p: a ratio estimate, the sample's share of its own mass, so the
+    noisy total cancels, and a few dominant tokens in the head do not count BRACKET_STRIDE times.
+    Sample values BRACKET_MARGIN ranks either side give a bracket [lo, hi]. The mass above hi is
+    summed exactly, the tokens inside the bracket are sorted, and tau is where that mass plus
+    their running sum reaches p. `found` is False where the estimate missed (the mass above hi
+    already reaches p, or the bracket's tokens do not); tau and Z are then undefined."""
+    sample = probs[:, ::BRACKET_STRIDE]
+    sample = torch.where(sample < ceiling[:, None], sample, 0.0).sort(-1, descending=True).values
+    cumulative = sample.cumsum(-1)
+    still_needed = ((p - head) / (1 - head).clamp(min=1e-12))[:, None]
+    estimate = (cumulative < still_needed * cumulative[:, -1:]).sum(-1, keepdim=True)
+    last = sample.shape[-1] - 1
+    hi = sample.gather(-1, (estimate - BRACKET_MARGIN).clamp(0, last))
+    lo = sample.gather(-1, (estimate + BRACKET_MARGIN).clamp(0, last))
+    above = torch.where(probs > hi, probs, 0.0).sum(-1, dtype=torch.float64)
+    # Each row's bracket tokens, left-aligned in a [R, widest] block of zeros, then sorted.
+    row, column = torch.nonzero((probs >= lo) & (probs <= hi), as_tuple=True)
+    # nonzero lists rows in order, so a search counts them (a bool sum over [R, V] costs more).
+    counts = torch.searchsorted(row, torch.arange(len(probs) + 1, device=row.device)).diff()
+    block = probs.new_zeros(len(probs), int(counts.max()))
+    at = torch.arange(len(row), device=row.device) - (counts.cumsum(0) - counts)[row]
+    block[row, at] = probs[row, column]
+    tau, z, reaches = _nucleus_of_descending(block.sort(-1, descending=True).values, p, above)
+    return tau, z, reaches & (above < p)
+
+
+def _nucleus_of_descending(
+    top: torch.Tensor, p: float, before: torch.Tensor | float = 0.0
+) -> tuple[torch.Tensor, ...]:
+    """(tau [R], Z [R], fits [R]) from probabilities [R, K] in descending order that follow
+    `before` [R] of mass: tau is the last token whose mass before is < p (as in TopP), Z the mass
+    down to tau's last tie, and fits whether these K reach p at all."""
+    cumulative = top.cumsum(-1, dtype=torch.float64)  # float64 as in TopP
+    cumulative = cumulative + (before[:, None] if torch.is_tensor(before) else before)
+    last = ((cumulative - top < p).sum(-1, keepdim=True) - 1).clamp(min=0)
+    tau = top.gather(-1, last)
+    through_ties = (top >= tau).sum(-1, keepdim=True) - 1
+    return tau[:, 0], cumulative.gather(-1, through_ties)[:, 0], cumulative[:, -1] >= p
 
 
 @dataclass

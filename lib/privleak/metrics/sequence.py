@@ -33,9 +33,9 @@ import torch
 from privleak.batching import ForwardCounter, UnitCache, pad_rows, position_ids, through_cache
 from privleak.decoding import (
     Transform,
+    decoder_logprobs,
     greedy,
     sampling_logprobs,
-    target_logprobs,
     temperature,
     top_k,
     top_p,
@@ -164,7 +164,7 @@ def suffix_logprobs(
 
     Right-padded batches of `batch_size` rows sorted by length; positions follow the attention
     mask. Per batch only the N = sum(len(suffix_i)) suffix-predicting logit rows are kept, every
-    decoder scores only their target tokens (`target_logprobs`, no [N, V] distribution), and the
+    decoder scores only their target tokens (`decoder_logprobs`, no [N, V] distribution), and the
     [decoders, N] result crosses to the host once. With a `cache`, each batch is one checkpoint
     unit.
     """
@@ -216,9 +216,9 @@ def _suffix_batch(
     lengths = [len(suffix) for _, suffix in pairs]
     logits = real_logits(model, _suffix_rows(out.logits, firsts, lengths, ids.shape[1] - keep))
     targets = torch.tensor([t for _, suffix in pairs for t in suffix], device=device)
-    scores = torch.stack(
-        [target_logprobs(logits, targets, transforms) for transforms in decoders.values()]
-    ).cpu()  # [decoders, N]: one host sync (top-p adds two to find rows to sort)
+    # [decoders, N], one host copy; top-k and top-p add a few syncs to find rows with ties or
+    # flat distributions.
+    scores = decoder_logprobs(logits, targets, list(decoders.values())).cpu()
     return scores, counter
 
 
