@@ -199,6 +199,15 @@ def test_bracketed_floor_equals_the_full_sort_where_found(rng, scale, p):
     assert found.float().mean() > 0.5  # the estimate is worth its pass on these rows
 
 
+@pytest.mark.parametrize("width", [64 * 11, 5000, 50_272])
+@pytest.mark.parametrize("k", [1, 6, 11, 101])
+def test_largest_equals_topk_with_and_without_ties(rng, width, k):
+    spread = torch.randn(50, width, generator=rng)
+    tied = torch.randint(0, 3, (50, width), generator=rng).float()
+    for logits in (spread, tied):
+        assert torch.equal(decoding._largest(logits, k), logits.topk(k).values)
+
+
 def test_target_logprobs_keep_greedy_top_k_and_top_p_ties(rng):
     logits = torch.randint(0, 4, (40, 30), generator=rng).float()  # many ties everywhere
     every_target = torch.arange(30).repeat(40, 1)

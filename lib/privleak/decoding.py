@@ -223,7 +223,7 @@ class _SharedRows:
 
     @cached_property
     def top_values(self) -> torch.Tensor:
-        return self.logits.topk(self.top_k, dim=-1).values
+        return _largest(self.logits, self.top_k)
 
     def score(self, chain: tuple) -> torch.Tensor:
         transform = chain[0] if len(chain) == 1 else None
@@ -236,6 +236,28 @@ class _SharedRows:
         if isinstance(transform, TopP):
             return _top_p_target(self.probs, self.targets, transform.p, self.top_prob)
         return sampling_logprobs(self.logits, chain).gather(-1, self.targets[:, None])[:, 0]
+
+
+TOPK_CHUNK = 64
+"""`_largest` reads a row's top k off the k best of its chunks of this many columns."""
+
+
+def _largest(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """[R, k] the k largest values of each row of logits [R, V], descending (= topk's values).
+
+    Every one of them lies in a chunk whose maximum is among the k largest chunk maxima (the
+    k-th largest maximum is itself one of k values at least that large), so one max pass over
+    the row and a top-k over k chunks replace a top-k over the whole row; columns past the last
+    whole chunk join the candidates as they are."""
+    rows, width = logits.shape
+    whole = width // TOPK_CHUNK * TOPK_CHUNK
+    if whole // TOPK_CHUNK <= k:
+        return logits.topk(k, dim=-1).values
+    chunks = logits[:, :whole].view(rows, -1, TOPK_CHUNK)
+    best = chunks.amax(-1).topk(k, dim=-1).indices  # [R, k] chunk ids
+    candidates = chunks.gather(1, best[:, :, None].expand(-1, -1, TOPK_CHUNK)).flatten(1)
+    candidates = torch.cat([candidates, logits[:, whole:]], dim=-1)
+    return candidates.topk(k, dim=-1).values
 
 
 def _top_k_target(
@@ -293,7 +315,8 @@ def _nucleus(
         head[peaked], ceiling[peaked] = top.sum(-1), top[:, -1]
     rows = torch.nonzero(flat)[:, 0]
     if len(rows):
-        tau[rows], z[rows], found = _bracketed(probs[rows], p, head[rows], ceiling[rows])
+        subset = probs if len(rows) == len(probs) else probs[rows]  # no copy if every row is flat
+        tau[rows], z[rows], found = _bracketed(subset, p, head[rows], ceiling[rows])
         rows = rows[~found]
     if len(rows):
         descending = probs[rows].sort(-1, descending=True).values
@@ -322,13 +345,16 @@ def _bracketed(
     last = sample.shape[-1] - 1
     hi = sample.gather(-1, (estimate - BRACKET_MARGIN).clamp(0, last))
     lo = sample.gather(-1, (estimate + BRACKET_MARGIN).clamp(0, last))
-    above = torch.where(probs > hi, probs, 0.0).sum(-1, dtype=torch.float64)
+    over = probs > hi
+    above = torch.where(over, probs, 0.0).sum(-1, dtype=torch.float64)
     # Each row's bracket tokens, left-aligned in a [R, widest] block of zeros, then sorted.
-    row, column = torch.nonzero((probs >= lo) & (probs <= hi), as_tuple=True)
-    # nonzero lists rows in order, so a search counts them (a bool sum over [R, V] costs more).
-    counts = torch.searchsorted(row, torch.arange(len(probs) + 1, device=row.device)).diff()
-    block = probs.new_zeros(len(probs), int(counts.max()))
-    at = torch.arange(len(row), device=row.device) - (counts.cumsum(0) - counts)[row]
+    # lo <= hi, so the tokens over hi are a subset of those >= lo: xor leaves the bracket.
+    row, column = torch.nonzero((probs >= lo) ^ over, as_tuple=True)
+    # nonzero lists rows in order, so a search finds where each starts (a bool sum over [R, V]
+    # costs more).
+    starts = torch.searchsorted(row, torch.arange(len(probs) + 1, device=row.device))
+    block = probs.new_zeros(len(probs), int(starts.diff().max()))
+    at = torch.arange(len(row), device=row.device) - starts[row]
     block[row, at] = probs[row, column]
     tau, z, reaches = _nucleus_of_descending(block.sort(-1, descending=True).values, p, above)
     return tau, z, reaches & (above < p)
