@@ -1,0 +1,118 @@
+"""DP in-context learning (DP-RAG, Grislain): the next token from an exponential mechanism over
+one stream per retrieved document plus one public stream.
+
+Each retrieved document d_i gets its own stream (question + d_i + response so far) and one public
+stream has the question alone. With L_i the document stream's next-token distribution:
+    l_norm_i(r)    = (exp(alpha * (ln L_i(r) - max_s ln L_i(s))) - 1) / alpha      in [-1/alpha, 0]
+    l_centered_i   = l_norm_i - (max_s l_norm_i + min_s l_norm_i) / 2
+    l_clipped_i    = l_centered_i * min(1, C / max_s |l_centered_i(s)|)             (inf-norm <= C)
+    U(r)           = theta * ln L_pub(r) + sum_i l_clipped_i(r)
+    P(next = r)    ∝ exp(epsilon * U(r) / (2C))
+Adding or removing one document changes U by at most C at every token, so each token is
+epsilon-DP (the exponential mechanism with sensitivity C); the public term does not depend on the
+documents. `DPICLMix` is the shared decoder's `mix`: groups are padded to one stream count, and
+each group's own number of documents says which streams count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from privleak.accounting import check_epsilon
+from privleak.errors import require
+
+
+def check_dp_icl(alpha: float, clip: float, theta: float) -> None:
+    require(alpha > 0, f"alpha (DP-ICL l_norm) must be > 0, got {alpha}")
+    require(clip > 0, f"C (DP-ICL clipping) must be > 0, got {clip}")
+    require(theta >= 0, f"theta (DP-ICL public weight) must be >= 0, got {theta}")
+
+
+def clipped_scores(logprobs: torch.Tensor, alpha: float, clip: float) -> torch.Tensor:
+    """[..., V] l_clipped of next-token log-probs [..., V] (module docstring). Tokens with
+    log-prob -inf (a padded vocabulary) sit at l_norm = -1/alpha, the floor every token can reach.
+    """
+    top = logprobs.amax(-1, keepdim=True)
+    norm = torch.expm1(alpha * (logprobs - top)) / alpha
+    centered = norm - (norm.amax(-1, keepdim=True) + norm.amin(-1, keepdim=True)) / 2
+    largest = centered.abs().amax(-1, keepdim=True)
+    return centered * torch.clamp(clip / largest, max=1.0)
+
+
+def dp_icl_utility(
+    public_logprobs: torch.Tensor,
+    document_logprobs: torch.Tensor,
+    present: torch.Tensor,
+    alpha: float,
+    clip: float,
+    theta: float,
+) -> torch.Tensor:
+    """[g, V] U = theta * public_logprobs [g, V] + the sum of l_clipped over the documents
+    [g, k, V] whose `present` [g, k] flag is set (absent slots pad groups with fewer documents)."""
+    clipped = clipped_scores(document_logprobs, alpha, clip)
+    documents = torch.where(present[:, :, None], clipped, 0.0).sum(1)
+    public = theta * public_logprobs if theta else torch.zeros_like(public_logprobs)
+    return torch.where(torch.isfinite(public_logprobs), public + documents, float("-inf"))
+
+
+@dataclass
+class DPICLMix:
+    """The decoder's `mix` for DP-ICL: stream log-probs [g, 1 + k, V] (public stream first, then k
+    document slots) -> logits epsilon * U / (2C) [g, V], sampled as they are (no transforms).
+
+    documents: how many of the k slots each group fills (one value, or one per group);
+    epsilon: the per-token budget (one value, or one per group).
+    Records per step: documents [g] (the slots that counted). Call `check_slots` with the stream
+    count before decoding: the mix itself never syncs with the device to check it."""
+
+    documents: Sequence[int] | int
+    epsilon: Sequence[float] | float
+    alpha: float = 1.0
+    clip: float = 1.0
+    theta: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_dp_icl(self.alpha, self.clip, self.theta)
+        documents = [self.documents] if isinstance(self.documents, int) else list(self.documents)
+        epsilons = [self.epsilon] if isinstance(self.epsilon, int | float) else list(self.epsilon)
+        for count in documents:
+            require(count >= 0, f"a group's document count must be >= 0, got {count}")
+        for value in epsilons:
+            check_epsilon(value, "DP-ICL epsilon per token")
+        self._documents = torch.tensor(documents)
+        self._epsilons = torch.tensor(epsilons, dtype=torch.float32)
+        self._on_device: dict[tuple[str, torch.device], torch.Tensor] = {}
+
+    def _per_group(self, name: str, groups: torch.Tensor) -> torch.Tensor:
+        # Settings move to the device once, not every step (a host copy per step would make each
+        # step wait for the previous one on a GPU).
+        key = (name, groups.device)
+        if key not in self._on_device:
+            self._on_device[key] = getattr(self, name).to(groups.device)
+        values = self._on_device[key]
+        return values.expand(len(groups)) if len(values) == 1 else values[groups]
+
+    def check_slots(self, slots: int) -> None:
+        """One line when a group has more documents than the `slots` streams it is given."""
+        require(
+            int(self._documents.max()) <= slots,
+            f"a group has {int(self._documents.max())} documents but only {slots} stream slots",
+        )
+
+    def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
+        slots = stream_logprobs.shape[1] - 1
+        documents = self._per_group("_documents", groups)
+        present = torch.arange(slots, device=groups.device)[None, :] < documents[:, None]
+        utility = dp_icl_utility(
+            stream_logprobs[:, 0],
+            stream_logprobs[:, 1:],
+            present,
+            self.alpha,
+            self.clip,
+            self.theta,
+        )
+        epsilons = self._per_group("_epsilons", groups)
+        return epsilons[:, None] * utility / (2 * self.clip), {"documents": documents}
