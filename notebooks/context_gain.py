@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 
 from privleak import checkpoint, paths
-from privleak import data as corpora
 from privleak import models as model_registry
+from privleak.data.records import read_jsonl, take
 from privleak.errors import require
 from privleak.prompts import encode_context_prompt
 from privleak.scoring import continuation_logprobs
@@ -28,11 +28,9 @@ OUT = paths.INTERIM / "foundation" / "context_gain.parquet"
 HEAD, TAIL = "Article:", "\n\nSummary:"
 store = checkpoint.open_stage("context_gain", globals())
 
-model, tokenizer = model_registry.load(
-    lm, device=device, dtype=dtype, device_map=device_map
-)
-records = corpora.take(
-    corpora.read_jsonl(paths.RAW / f"{context_gain['corpus']}.jsonl"),
+model, tokenizer = model_registry.load(lm, device=device, dtype=dtype, device_map=device_map)
+records = take(
+    read_jsonl(paths.RAW / f"{context_gain['corpus']}.jsonl"),
     context_gain["n_examples"],
     key="context_gain.n_examples",
     corpus=context_gain["corpus"],

@@ -4,9 +4,9 @@
 # `data/raw/<slot>.secrets.jsonl`, the ground truth of every planted secret (span, kind,
 # duplication count). `hf:` and `file:` slots are materialised the same way, so later stages
 # read one format whatever the source; each slot must hold the canonical fields its stages read
-# (`privleak.data.REQUIRED_FIELDS`), checked here. `data/raw/sources.json` records per slot the
-# source, the hub revision pin (if any), the record count and the sha256 of the records file, so
-# a rerun that fetched different hub data is visible.
+# (`privleak.data.loaders.REQUIRED_FIELDS`), checked here. `data/raw/sources.json` records per
+# slot the source, the hub revision pin (if any), the record count and the sha256 of the records
+# file, so a rerun that fetched different hub data is visible.
 
 # %% tags=["parameters"]
 seed = 0
@@ -15,10 +15,10 @@ data = {"cnn_dm": {"source": "synthetic:cnn_dm", "n": 4}}
 # %%
 import pandas as pd
 
-from privleak import data as corpora
 from privleak import paths
+from privleak.data import loaders
 
-sources = corpora.materialize_all(data, paths.RAW, seed)
+sources = loaders.materialize_all(data, paths.RAW, seed)
 
 # %%
 summary = pd.DataFrame([{"slot": slot, **entry} for slot, entry in sources.items()])

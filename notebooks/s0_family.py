@@ -27,9 +27,9 @@ from functools import partial
 import pandas as pd
 
 from privleak import checkpoint, paths
-from privleak import data as corpora_io
 from privleak import models as registry
 from privleak.cid import cid_generate
+from privleak.data.records import read_jsonl, take
 from privleak.errors import require
 from privleak.metrics.influence import ngram_influence, ngram_spans
 from privleak.prompts import s0_prompt
@@ -39,8 +39,8 @@ OUT = paths.INTERIM / "s0" / "family"
 OUT.mkdir(parents=True, exist_ok=True)
 manifest = json.loads((FAMILY / "manifest.json").read_text())
 sizes = sorted(manifest["sizes"], key=lambda name: manifest["sizes"][name]["parameters"])
-records = corpora_io.take(
-    corpora_io.read_jsonl(paths.RAW / f"{family['corpus']}.jsonl"),
+records = take(
+    read_jsonl(paths.RAW / f"{family['corpus']}.jsonl"),
     family["examples"],
     key="s0.family.examples",
     corpus=family["corpus"],
@@ -92,9 +92,7 @@ def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
 response_rows, gram_rows = [], []
 for size in sizes:
     started = time.perf_counter()
-    model, tokenizer = registry.load(
-        str(FAMILY / size), device=device, dtype=dtype
-    )
+    model, tokenizer = registry.load(str(FAMILY / size), device=device, dtype=dtype)
     prompts = [
         s0_prompt(tokenizer, r, family["corpus"], "plain", family["context_tokens"])[0]
         for r in records

@@ -37,10 +37,10 @@ import time
 import pandas as pd
 import torch
 
-from privleak import data as corpora_io
 from privleak import models as registry
 from privleak import paths
 from privleak.cid import cid_generate, generation_rows
+from privleak.data.records import read_jsonl, take
 from privleak.errors import require
 from privleak.prompts import s0_prompt
 from privleak.scoring import continuation_logprobs
@@ -53,11 +53,9 @@ _ = torch.manual_seed(seed)
 # %%
 rows, losses, knowledge = [], [], []
 if finetune["enabled"]:
-    model, tokenizer = registry.load(
-        lm, device=device, dtype=dtype, device_map=None
-    )
-    records = corpora_io.take(
-        corpora_io.read_jsonl(paths.RAW / "pubmedqa.jsonl"),
+    model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=None)
+    records = take(
+        read_jsonl(paths.RAW / "pubmedqa.jsonl"),
         finetune["docs"],
         key="s0.finetune.docs",
         corpus="pubmedqa",

@@ -36,23 +36,23 @@ import time
 import pandas as pd
 
 from privleak import checkpoint, paths
-from privleak import data as corpora_io
 from privleak import models as registry
 from privleak.cid import cid_generate, generation_rows
+from privleak.data.records import read_jsonl, take
 from privleak.errors import require
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
 used = dict.fromkeys([*corpora, sweep["corpus"], context_sizes["corpus"]])
-records = {name: corpora_io.read_jsonl(paths.RAW / f"{name}.jsonl") for name in used}
+records = {name: read_jsonl(paths.RAW / f"{name}.jsonl") for name in used}
 store = checkpoint.open_stage("s0_generate", globals())
 
 
 def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(None,)):
     """CID responses for the first `count` records of `corpus` (params `key` = count; more than
     the corpus holds is an error) × settings × context sizes."""
-    chosen = corpora_io.take(records[corpus], count, key=key, corpus=corpus)
+    chosen = take(records[corpus], count, key=key, corpus=corpus)
     rows = []
     for size in sizes:
         limit = context_tokens if size is None else size
@@ -105,9 +105,7 @@ def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(N
 # %%
 rows = []
 for lm in lms:
-    model, tokenizer = registry.load(
-        lm, device=device, dtype=dtype, device_map=device_map
-    )
+    model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
     main_settings = [(lam, temperature) for lam in lams]
     for corpus in corpora:
         rows += run(

@@ -39,19 +39,17 @@ import time
 import pandas as pd
 
 from privleak import checkpoint, paths
-from privleak import data as corpora_io
 from privleak import models as registry
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
+from privleak.data.records import read_jsonl, take
 from privleak.metrics.influence import ngram_influence, ngram_spans
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"
 OUT.mkdir(parents=True, exist_ok=True)
 store = checkpoint.open_stage("s0_ngram", globals())
-model, tokenizer = registry.load(
-    lm, device=device, dtype=dtype, device_map=device_map
-)
+model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
 EOS, PAD = tokenizer.eos_token_id, tokenizer.pad_token_id
 # Ablated contexts are scored under the decoding distribution of the responses: CID at λ = 1.
 CID_AT_1 = {"lam": 1.0, "temperature": temperature, "eos_token_id": EOS,
@@ -60,8 +58,8 @@ CID_AT_1 = {"lam": 1.0, "temperature": temperature, "eos_token_id": EOS,
 
 def prompts_for(corpus, count, key, limit):
     """The first `count` records of `corpus` (params `key` = count) and their S0 prompts."""
-    every = corpora_io.read_jsonl(paths.RAW / f"{corpus}.jsonl")
-    records = corpora_io.take(every, count, key=key, corpus=corpus)
+    every = read_jsonl(paths.RAW / f"{corpus}.jsonl")
+    records = take(every, count, key=key, corpus=corpus)
     return records, [s0_prompt(tokenizer, r, corpus, template, limit)[0] for r in records]
 
 

@@ -39,8 +39,8 @@ import pandas as pd
 import torch
 
 from privleak import checkpoint, paths
-from privleak import data as corpora
 from privleak import models as registry
+from privleak.data.records import read_jsonl, read_sequences, take
 from privleak.errors import require
 from privleak.metrics import sequence as seq
 from privleak.training import family as fam
@@ -55,12 +55,12 @@ if models == "family":
     torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
     largest = str(fam.member_dirs(paths.DATA / "family")[-1])
     rows = seq.planted_sequences(
-        corpora.read_jsonl(paths.RAW / "pretrain.jsonl"),
-        corpora.read_jsonl(paths.RAW / "pretrain.secrets.jsonl"),
+        read_jsonl(paths.RAW / "pretrain.jsonl"),
+        read_jsonl(paths.RAW / "pretrain.secrets.jsonl"),
     )
 else:
     largest = models[-1]
-    rows = corpora.read_sequences(sequences)
+    rows = read_sequences(sequences)
 model, tokenizer = registry.load(largest, device=device, dtype=dtype, device_key="s1.scores.device")
 if models == "family":
     fam.check_family(paths.DATA / "family", paths.RAW / "pretrain.jsonl", tokenizer)
@@ -135,7 +135,7 @@ require(
 # the 90%-head lower bound and its Appendix A upper bound around the truth.
 
 # %%
-subset = corpora.take(
+subset = take(
     entities,
     isp["exact_sequences"],
     key="s1.isp.exact_sequences",

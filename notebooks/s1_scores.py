@@ -42,8 +42,8 @@ import pandas as pd
 import torch
 
 from privleak import checkpoint, paths
-from privleak import data as corpora
 from privleak import models as registry
+from privleak.data.records import read_jsonl, read_sequences
 from privleak.decoding import decode
 from privleak.errors import require
 from privleak.metrics import sequence as seq
@@ -68,11 +68,11 @@ require(len(model_paths) >= 1, "s1.scores.models lists no model")
 if scores["sequences"] == "planted":
     corpus = paths.RAW / "pretrain.jsonl"
     rows = seq.planted_sequences(
-        corpora.read_jsonl(corpus), corpora.read_jsonl(paths.RAW / "pretrain.secrets.jsonl")
+        read_jsonl(corpus), read_jsonl(paths.RAW / "pretrain.secrets.jsonl")
     )
 else:
     corpus = None
-    rows = corpora.read_sequences(scores["sequences"])
+    rows = read_sequences(scores["sequences"])
 require(bool(rows), "the sequence set is empty")
 
 # %%

@@ -31,8 +31,9 @@ import time
 import pandas as pd
 import torch
 
-from privleak import data as corpora
 from privleak import paths
+from privleak.data.records import read_jsonl
+from privleak.data.synthetic import generate
 from privleak.errors import require
 from privleak.training import family as fam
 
@@ -42,7 +43,7 @@ torch.set_num_threads(1)
 OUT = paths.DATA / "family"
 CORPUS = paths.RAW / "pretrain.jsonl"
 
-pretrain = corpora.read_jsonl(CORPUS)
+pretrain = read_jsonl(CORPUS)
 texts = [r["text"] for r in pretrain]
 # The prose fields of each mix article, in reading order (S0 conditions on these fields).
 MIX_FIELDS = {
@@ -52,7 +53,7 @@ MIX_FIELDS = {
 mix_seed = seed + family["mix_seed_offset"]
 for generator, count in sorted(family["mix"].items()):
     if count:
-        records, _ = corpora.generate(generator, count, mix_seed)
+        records, _ = generate(generator, count, mix_seed)
         texts += ["\n\n".join(r[f] for f in MIX_FIELDS[generator]) for r in records]
 print(f"{len(pretrain)} pretrain documents + {len(texts) - len(pretrain)} mix articles")
 

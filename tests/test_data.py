@@ -1,5 +1,5 @@
-"""Synthetic corpora are deterministic with exact ground truth; loaders map fields and reject bad
-input with one-line errors. Everything runs offline on tiny data."""
+"""privleak.data: synthetic corpora are deterministic with exact ground truth; loaders map fields
+and reject bad input with one-line errors. Everything runs offline on tiny data."""
 
 from __future__ import annotations
 
@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from privleak.data import (
-    GENERATORS,
-    REQUIRED_FIELDS,
-    cnn_dm,
-    generate,
-    load_corpus,
-    materialize,
-    materialize_all,
-    pretrain,
-    pubmedqa,
-    read_jsonl,
-    read_sequences,
-    take,
-    write_jsonl,
-)
+from privleak.data.cnn_dm import cnn_dm
+from privleak.data.loaders import REQUIRED_FIELDS, load_corpus, materialize, materialize_all
+from privleak.data.pretrain import pretrain
+from privleak.data.pubmedqa import pubmedqa
+from privleak.data.records import read_jsonl, read_sequences, take, write_jsonl
+from privleak.data.synthetic import GENERATORS, generate
 from privleak.errors import PrivleakError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"

@@ -23,7 +23,8 @@ import pytest
 import yaml
 from tokenizers import processors
 
-from privleak import data as corpora
+from privleak.data.records import write_jsonl
+from privleak.data.synthetic import generate
 from privleak.metrics import sequence as seq
 from privleak.training.family import train_tokenizer
 from tests.conftest import tiny_bert_classifier, tiny_llama, tiny_opt, word_tokenizer
@@ -84,8 +85,8 @@ def _hub_like_datasets(root: Path) -> dict[str, str]:
     """save_to_disk folders with the hub datasets' splits and columns, from synthetic records."""
     from datasets import Dataset, DatasetDict
 
-    cnn, _ = corpora.generate("cnn_dm", 4, 7, {"min_words": 120})
-    pubmed, _ = corpora.generate("pubmedqa", 3, 7, {"min_words": 120})
+    cnn, _ = generate("cnn_dm", 4, 7, {"min_words": 120})
+    pubmed, _ = generate("pubmedqa", 3, 7, {"min_words": 120})
     pubmed = [
         {
             "pubid": 1000 + i,
@@ -110,9 +111,9 @@ def _sequence_file(root: Path) -> list[str]:
     """The `file:` S1 list: a few planted sequences of each kind from a synthetic corpus."""
     options = {"doc_words": 60, "duplication_counts": [1, 2], "sequences_per_count": 2}
     options |= {"ne_prefix_words": 55, "long_prefix_words": 55, "long_suffix_words": 55}
-    records, secrets = corpora.generate("pretrain", 12, 3, options)
+    records, secrets = generate("pretrain", 12, 3, options)
     rows = seq.planted_sequences(records, secrets)
-    corpora.write_jsonl(rows, root / SEQUENCES)
+    write_jsonl(rows, root / SEQUENCES)
     return [r["prefix"] + r["suffix"] for r in rows] + [r["text"] for r in records]
 
 
@@ -182,7 +183,7 @@ def paper_root(tmp_path_factory) -> Path:
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     texts = _sequence_file(root)
     hub = _hub_like_datasets(root)
-    texts += [r["article"] for r in corpora.generate("cnn_dm", 8, 7, {"min_words": 120})[0]]
+    texts += [r["article"] for r in generate("cnn_dm", 8, 7, {"min_words": 120})[0]]
     lms = _save_lms(root, texts)
     factkb = root / "models" / "tiny-factkb"
     tiny_bert_classifier().save_pretrained(factkb)
@@ -272,4 +273,3 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     # The paper profile disables S0's fine-tuned miniature; the family is still trained once.
     assert "needs s0_finetune responses" in notes["s0.known_context.influence"]
     assert "training seeds" in notes["s0.model_size.influence"]
-

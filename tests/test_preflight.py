@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from privleak import models, params, paths, preflight
-from privleak.data import write_jsonl
+from privleak.data.records import write_jsonl
 from privleak.errors import PrivleakError
 from tests.conftest import tiny_llama, word_tokenizer
 

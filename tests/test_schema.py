@@ -11,7 +11,8 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import claims, data, figures, models, paths, prompts, schema
+from privleak import claims, figures, models, paths, prompts, schema
+from privleak.data import loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
 
@@ -26,14 +27,14 @@ def test_the_repository_params_pass_under_every_profile():
 
 
 def test_repeated_names_match_the_library():
-    assert schema.GENERATORS == tuple(sorted(data.GENERATORS))
-    assert schema.FILE_TYPES == data.FILE_TYPES
+    assert schema.GENERATORS == tuple(sorted(synthetic.GENERATORS))
+    assert schema.FILE_TYPES == loaders.FILE_TYPES
     assert schema.EMBEDDED_LMS == models.EMBEDDED_LMS
     assert set(schema.DTYPES) == set(models.DTYPES)
     assert schema.DECODER_KINDS == sequence.DECODER_KINDS
     assert set(schema.S0_TASKS) == set(prompts.TASKS)
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
-    assert set(data.SPEC_KEYS) == set(schema.Slot.model_fields)
+    assert set(loaders.SPEC_KEYS) == set(schema.Slot.model_fields)
     assert schema.CLAIM_METHODS == claims.METHODS
 
 
@@ -42,11 +43,11 @@ def test_figure_formats_are_ones_matplotlib_writes():
     assert set(schema.FIGURE_FORMATS) <= set(supported)
 
 
-@pytest.mark.parametrize("generator", data.GENERATORS)
+@pytest.mark.parametrize("generator", synthetic.GENERATORS)
 def test_generator_options_match_the_generators(generator):
     keyword_only = {
         p.name: p.default
-        for p in inspect.signature(data.GENERATORS[generator]).parameters.values()
+        for p in inspect.signature(synthetic.GENERATORS[generator]).parameters.values()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
     fields = schema.GENERATOR_OPTIONS[generator].model_fields

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from privleak import data, decoding, models
+from privleak import decoding, models
+from privleak.data import synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import esp_summary
 from privleak.metrics import sequence as seq
@@ -360,7 +361,7 @@ def test_split_tokens_cuts_at_the_character_boundary():
 def test_planted_sequences_and_byte_level_split_on_a_generated_corpus():
     options = {"doc_words": 30, "duplication_counts": [1, 2], "sequences_per_count": 2,
                "ne_prefix_words": 20, "long_prefix_words": 20, "long_suffix_words": 20}  # fmt: skip
-    records, secrets = data.generate("pretrain", 6, 0, options)
+    records, secrets = synthetic.generate("pretrain", 6, 0, options)
     rows = seq.planted_sequences(records, secrets)
     assert len(rows) == 2 * 2 * 2 and len({r["seq_id"] for r in rows}) == len(rows)
     corpus = " ".join(r["text"] for r in records)

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from privleak import data as corpora
 from privleak import models, paths
 from privleak import params as params_module
+from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
 
 HUB_TIMEOUT_S = 5.0
@@ -269,7 +269,7 @@ def run(params: dict) -> list[str]:
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
         _check_readable(shown, Path(sequences.removeprefix("file:")))
         try:
-            corpora.read_sequences(sequences)
+            read_sequences(sequences)
         except PrivleakError as error:
             raise PrivleakError(f"{shown}: {error}") from None
     lines = [

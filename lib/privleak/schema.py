@@ -23,8 +23,8 @@ from pydantic_core import PydanticCustomError, core_schema
 from privleak.errors import PrivleakError
 from privleak.params import PROFILES
 
-GENERATORS = ("cnn_dm", "pretrain", "pubmedqa")  # privleak.data.GENERATORS
-FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.FILE_TYPES
+GENERATORS = ("cnn_dm", "pretrain", "pubmedqa")  # privleak.data.synthetic.GENERATORS
+FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.loaders.FILE_TYPES
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 DTYPES = ("float32", "float16", "bfloat16")  # privleak.models.DTYPES
 DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")  # metrics.sequence
@@ -39,7 +39,8 @@ S1_DIR = "data/external/s1/"
 
 _DEVICE = re.compile(r"cpu|cuda|cuda:\d+|mps")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a slot or size becomes a file/folder name
-_HF_PART_SEP = re.compile(r":(?![^\[]*\])")  # as privleak.data: "train[:100]" keeps its colon
+# As privleak.data.loaders: "train[:100]" keeps its colon.
+_HF_PART_SEP = re.compile(r":(?![^\[]*\])")
 _HF_SPLIT = re.compile(r"[\w.-]+(\[-?\d*:-?\d*\])?")
 _TEXT_FLOAT = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+))[eE]([-+]?\d+)")
 _HF_FORM = "hf:<dataset>[:config][:split] with split NAME or NAME[start:end]"
