@@ -1,23 +1,26 @@
 """Context influence (Flemings et al. Defs. 3.1-3.3, Eq. 5) of token n-grams of the context.
 
 τ_{i,n}(y_t) = |log p̄(y_t | D, x, y<t) − log p̄(y_t | D∖D_{i,n}, x, y<t)|, where p̄ is the decoding
-distribution (CID: λ-mix of the with-context and no-context logits at temperature T) and
-D_{i,n} = context tokens [i·n, (i+1)·n), removed at the token level. The n-grams do not overlap;
-when n does not divide |D| the last n-gram is the shorter remainder, so every token belongs to
-exactly one n-gram. n = |D| is the whole-context case (D∖D = the empty context).
+distribution (CID: λ-mix of the with-context and no-context logits at temperature T) and D_{i,n}
+is the i-th n-gram of the context, removed at the token level. A `Window` lays the n-grams out:
+`block` = disjoint [i·n, (i+1)·n), the last one the shorter remainder when n does not divide |D|
+(every token in exactly one n-gram); `sliding` = [s, s + n) for s = 0, stride, ... <= |D| − n (the
+official code's rule at stride 1). n = |D| is the whole-context case (D∖D = the empty context).
 
 Per response τ sums over its tokens (Def. 3.2); τ̂ averages over (context, query) pairs (Eq. 5,
 done by the notebooks on the tidy artifacts).
 
-Fast path: the variant without n-gram i agrees with the full prompt on head + D[:i·n], so the
-keys/values of that prefix are computed once (one forward of head + D[:(K−1)·n]) and every
-ablation reuses exactly its own prefix, forwarding only the r_i = (|D| − end_i) + |tail| +
-|response| − 1 tokens after it: the analytic minimum Σ_i r_i plus the one shared encode.
+Fast path: the variant without the n-gram [start, end) agrees with the full prompt on head +
+D[:start], so the keys/values of that prefix are computed once (one forward of head + D up to the
+last n-gram's start) and every ablation reuses exactly its own prefix, forwarding only the
+r = (|D| − end) + |tail| + |response| − 1 tokens after it: the analytic minimum Σ r over the
+n-grams plus the one shared encode, for blocks and sliding windows alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch.nn.functional import pad
@@ -33,11 +36,56 @@ Mechanism = Callable[[torch.Tensor], torch.Tensor]
 """Maps ablated-context log-probs [B, T, V] at the response positions to decoding log-probs."""
 
 
-def ngram_spans(context_tokens: int, n: int) -> list[tuple[int, int]]:
-    """Non-overlapping token n-grams [i·n, min((i+1)·n, |D|)) of a |D|-token context."""
+WINDOWS = ("block", "sliding")
+
+
+@dataclass(frozen=True)
+class Window:
+    """How the n-grams of a context are laid out: `block` (disjoint, stride n) or `sliding`
+    (start every `stride` tokens; windows past |D| − n are dropped, so a stride that misses
+    |D| − n leaves the last tokens in no window)."""
+
+    kind: str = "block"
+    stride: int = 1
+
+    def __post_init__(self) -> None:
+        allowed = " | ".join(WINDOWS)
+        require(self.kind in WINDOWS, f"window must be {allowed}, got {self.kind!r}")
+        require(
+            isinstance(self.stride, int) and self.stride >= 1,
+            f"stride must be an integer >= 1, got {self.stride!r}",
+        )
+        require(
+            self.kind == "sliding" or self.stride == 1,
+            f"stride applies to sliding windows only (blocks step by n), got {self.stride}",
+        )
+
+    @classmethod
+    def of(cls, block: dict) -> Window:
+        """The window a params block names: its `window` and optional `stride` (default 1)."""
+        return cls(block["window"], block.get("stride", 1))
+
+    def describe(self) -> str:
+        """Plain words for figure axes: how the n-grams tile the context."""
+        if self.kind == "block":
+            return "disjoint n-token blocks"
+        return f"sliding n-token windows, stride {self.stride}"
+
+
+BLOCKS = Window("block")
+
+
+def ngram_spans(context_tokens: int, n: int, window: Window = BLOCKS) -> list[tuple[int, int]]:
+    """The token n-grams [start, end) of a |D|-token context under `window`.
+
+    block: [i·n, min((i+1)·n, |D|)) for i = 0..ceil(|D|/n) − 1; sliding: [s, s + n) for
+    s = 0, stride, 2·stride, ... <= |D| − n.
+    """
     require(context_tokens >= 1, "the context is empty; context influence needs >= 1 token")
     require(isinstance(n, int) and n >= 1, f"n (n-gram size) must be an integer >= 1, got {n}")
     require(n <= context_tokens, f"n (n-gram size) must be <= |D| = {context_tokens}, got {n}")
+    if window.kind == "sliding":
+        return [(start, start + n) for start in range(0, context_tokens - n + 1, window.stride)]
     return [(start, min(start + n, context_tokens)) for start in range(0, context_tokens, n)]
 
 
@@ -164,23 +212,26 @@ def ngram_logprobs(
     n: int,
     mechanism: Mechanism,
     *,
+    window: Window = BLOCKS,
     batch_size: int = 8,
     pad_id: int = 0,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
-    """log p̄(y_t | D∖D_{i,n}) [K, len(response)] for the K non-overlapping n-grams of the context.
+    """log p̄(y_t | D∖D_{i,n}) [K, len(response)] for the K n-grams `ngram_spans(|D|, n, window)`.
 
-    One forward encodes head + D up to the last n-gram's start with a cache. Ablation i reuses
-    exactly its shared prefix head + D[:i·n] of that cache and forwards only D[(i+1)·n:] + tail +
-    response[:-1], the analytic minimum. Rows with different cached lengths share a batch: their
-    cache slots are left-padded to one end slot and their new tokens right-padded, in batches of
-    similar remaining length whose padding stays within PAD_WASTE of the real tokens (see
-    `_buckets`); a forward holds <= batch_size rows and attends to <= batch_size × L positions,
-    L = the longest ablated prompt + response. Equal to `ngram_logprobs_naive`.
+    One forward encodes head + D up to the last n-gram's start with a cache. The ablation of
+    [start, end) reuses exactly its shared prefix head + D[:start] of that cache and forwards only
+    D[end:] + tail + response[:-1], the analytic minimum; sliding windows share the one cache too,
+    their starts differ only in how much of it they read. Rows with different cached lengths
+    share a batch: their cache slots are left-padded to one end slot and their new tokens
+    right-padded, in batches of similar remaining length whose padding stays within PAD_WASTE of
+    the real tokens (see `_buckets`); a forward holds <= batch_size rows and attends to
+    <= batch_size × L positions, L = the longest ablated prompt + response. Equal to
+    `ngram_logprobs_naive`.
     """
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(len(response) >= 1, "the response is empty")
-    spans = ngram_spans(len(prompt.context), n)
+    spans = ngram_spans(len(prompt.context), n, window)
     rows = [ablate(prompt, span).ids + list(response[:-1]) for span in spans]
     # Row k predicts y_0 from position firsts[k], its ablated prompt's last token.
     firsts = [len(row) - len(response) for row in rows]
@@ -246,11 +297,12 @@ def ngram_logprobs_naive(
     n: int,
     mechanism: Mechanism,
     *,
+    window: Window = BLOCKS,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
     """Reference for `ngram_logprobs`: re-encodes every ablated prompt + response on its own."""
     rows = []
-    for span in ngram_spans(len(prompt.context), n):
+    for span in ngram_spans(len(prompt.context), n, window):
         logprobs = response_logprobs(model, ablate(prompt, span).ids, response, counter)
         rows.append(_gather(mechanism(logprobs[None]), response)[0])
     return torch.stack(rows).cpu()
@@ -282,14 +334,15 @@ def ngram_influence(
     eps: float | None = None,
     eos_token_id: int | None = None,
     min_new_tokens: int = 0,
+    window: Window = BLOCKS,
     batch_size: int = 8,
     pad_id: int = 0,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
-    """τ [K, len(response)] of each of the K n-grams of prompt's context on a CID response
-    (Def. 3.1): logp_context [len(response)] is the response's recorded log p̄(y_t | D); the
-    ablated side is CID at λ = lam, or bounded CID with λ <= lam when eps is given (Alg. 1), with
-    EOS blocked before min_new_tokens as during decoding."""
+    """τ [K, len(response)] of each of the K n-grams of prompt's context (laid out by `window`)
+    on a CID response (Def. 3.1): logp_context [len(response)] is the response's recorded
+    log p̄(y_t | D); the ablated side is CID at λ = lam, or bounded CID with λ <= lam when eps is
+    given (Alg. 1), with EOS blocked before min_new_tokens as during decoding."""
     prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
     if eps is None:
         mechanism = cid_mechanism(prior, lam, temperature, eos_token_id, min_new_tokens)
@@ -303,6 +356,7 @@ def ngram_influence(
         response,
         n,
         mechanism,
+        window=window,
         batch_size=batch_size,
         pad_id=pad_id,
         counter=counter,
