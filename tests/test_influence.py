@@ -12,17 +12,16 @@ from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.errors import PrivleakError
 from privleak.metrics.influence import (
-    Window,
     ablate,
     bounded_cid_mechanism,
     cid_mechanism,
     ngram_influence,
     ngram_logprobs,
     ngram_logprobs_naive,
-    ngram_spans,
     response_logprobs,
     token_influence,
 )
+from privleak.ngrams import Window, ngram_spans
 from privleak.prompts import ContextPrompt
 from tests.conftest import PeakForward, tiny_llama
 
@@ -49,6 +48,9 @@ def test_window_reads_its_params_block_and_describes_itself():
     assert Window.of({"window": "sliding", "stride": 2}) == Window("sliding", 2)
     assert Window("block").describe() == "disjoint n-token blocks"
     assert Window("sliding", 2).describe() == "sliding n-token windows, stride 2"
+    assert Window("block").formula() == "[i·n, (i+1)·n)"
+    assert Window("sliding").formula() == "[i, i+n)"
+    assert Window("sliding", 3).formula() == "[3·i, 3·i+n)"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import claims, data, figures, models, paths, prompts, schema
+from privleak import claims, data, figures, models, ngrams, paths, prompts, schema
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
 
@@ -35,6 +35,7 @@ def test_repeated_names_match_the_library():
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
     assert set(data.SPEC_KEYS) == set(schema.Slot.model_fields)
     assert schema.CLAIM_METHODS == claims.METHODS
+    assert schema.WINDOWS == ngrams.WINDOWS
 
 
 def test_figure_formats_are_ones_matplotlib_writes():

@@ -2,10 +2,9 @@
 
 τ_{i,n}(y_t) = |log p̄(y_t | D, x, y<t) − log p̄(y_t | D∖D_{i,n}, x, y<t)|, where p̄ is the decoding
 distribution (CID: λ-mix of the with-context and no-context logits at temperature T) and D_{i,n}
-is the i-th n-gram of the context, removed at the token level. A `Window` lays the n-grams out:
-`block` = disjoint [i·n, (i+1)·n), the last one the shorter remainder when n does not divide |D|
-(every token in exactly one n-gram); `sliding` = [s, s + n) for s = 0, stride, ... <= |D| − n (the
-official code's rule at stride 1). n = |D| is the whole-context case (D∖D = the empty context).
+is the i-th n-gram of the context, removed at the token level; a `privleak.ngrams.Window` lays the
+n-grams out (disjoint blocks, or sliding windows as in the official code). n = |D| is the
+whole-context case (D∖D = the empty context).
 
 Per response τ sums over its tokens (Def. 3.2); τ̂ averages over (context, query) pairs (Eq. 5,
 done by the notebooks on the tidy artifacts).
@@ -20,7 +19,6 @@ n-grams plus the one shared encode, for blocks and sliding windows alike.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 from torch.nn.functional import pad
@@ -30,63 +28,11 @@ from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
 from privleak.cid import block_eos, bounded_lambda, check_lam, check_temperature, cid_logprobs
 from privleak.errors import require
 from privleak.models import real_logits
+from privleak.ngrams import BLOCKS, Window, ngram_spans
 from privleak.prompts import ContextPrompt
 
 Mechanism = Callable[[torch.Tensor], torch.Tensor]
 """Maps ablated-context log-probs [B, T, V] at the response positions to decoding log-probs."""
-
-
-WINDOWS = ("block", "sliding")
-
-
-@dataclass(frozen=True)
-class Window:
-    """How the n-grams of a context are laid out: `block` (disjoint, stride n) or `sliding`
-    (start every `stride` tokens; windows past |D| − n are dropped, so a stride that misses
-    |D| − n leaves the last tokens in no window)."""
-
-    kind: str = "block"
-    stride: int = 1
-
-    def __post_init__(self) -> None:
-        allowed = " | ".join(WINDOWS)
-        require(self.kind in WINDOWS, f"window must be {allowed}, got {self.kind!r}")
-        require(
-            isinstance(self.stride, int) and self.stride >= 1,
-            f"stride must be an integer >= 1, got {self.stride!r}",
-        )
-        require(
-            self.kind == "sliding" or self.stride == 1,
-            f"stride applies to sliding windows only (blocks step by n), got {self.stride}",
-        )
-
-    @classmethod
-    def of(cls, block: dict) -> Window:
-        """The window a params block names: its `window` and optional `stride` (default 1)."""
-        return cls(block["window"], block.get("stride", 1))
-
-    def describe(self) -> str:
-        """Plain words for figure axes: how the n-grams tile the context."""
-        if self.kind == "block":
-            return "disjoint n-token blocks"
-        return f"sliding n-token windows, stride {self.stride}"
-
-
-BLOCKS = Window("block")
-
-
-def ngram_spans(context_tokens: int, n: int, window: Window = BLOCKS) -> list[tuple[int, int]]:
-    """The token n-grams [start, end) of a |D|-token context under `window`.
-
-    block: [i·n, min((i+1)·n, |D|)) for i = 0..ceil(|D|/n) − 1; sliding: [s, s + n) for
-    s = 0, stride, 2·stride, ... <= |D| − n.
-    """
-    require(context_tokens >= 1, "the context is empty; context influence needs >= 1 token")
-    require(isinstance(n, int) and n >= 1, f"n (n-gram size) must be an integer >= 1, got {n}")
-    require(n <= context_tokens, f"n (n-gram size) must be <= |D| = {context_tokens}, got {n}")
-    if window.kind == "sliding":
-        return [(start, start + n) for start in range(0, context_tokens - n + 1, window.stride)]
-    return [(start, min(start + n, context_tokens)) for start in range(0, context_tokens, n)]
 
 
 def ablate(prompt: ContextPrompt, span: tuple[int, int]) -> ContextPrompt:
