@@ -26,7 +26,7 @@ from privleak.prompts import ContextPrompt
 from tests.conftest import PeakForward, tiny_llama
 
 
-def test_spans_are_non_overlapping_and_cover_the_context():
+def test_block_spans_are_non_overlapping_and_cover_the_context():
     assert ngram_spans(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert ngram_spans(10, 1) == [(i, i + 1) for i in range(10)]
     assert ngram_spans(10, 10) == [(0, 10)]  # n = |D|: the whole context
