@@ -1,17 +1,21 @@
 """n-gram context influence: the cached, batched fast path vs naive re-encoding vs the minimum.
 
-For each n: fast = `ngram_logprobs` (each ablation reuses the cache of head + D[:i·n], batches mix
-rows of different cached lengths); naive = `ngram_logprobs_naive` (every ablated prompt + response
-re-encoded on its own); minimum = Σ_i r_i, r_i = (|D| − end_i) + |tail| + |response| − 1, plus the
-one shared prefix encode head + D[:(K−1)·n] that any cache-reusing method pays once. Prints
+For each n, with the n-grams laid out as disjoint blocks or sliding windows (`--window`,
+`--stride`): fast = `ngram_logprobs` (the ablation of [start, end) reuses the cache of head +
+D[:start], batches mix rows of different cached lengths); naive = `ngram_logprobs_naive` (every
+ablated prompt + response re-encoded on its own); minimum = Σ over n-grams of (|D| − end) +
+|tail| + |response| − 1, plus the one shared prefix encode head + D[:last start] that any
+cache-reusing method pays once. Prints
 forward tokens (padding included), wall times, their ratios and max |Δ log-prob|; exits non-zero
 when the paths disagree by more than 1e-4 (1e-1 under float16/bfloat16, whose rounding differs
 between batch shapes).
 
 The prompt, response and model are random (a random-init shape needs no weights); the token
 counts depend only on the sizes. The default ns omit the stage's n = 4 (64 ablations) to keep a
-2-core CPU run near 2 minutes. Run: `.venv/bin/python benchmarks/bench_ngram.py
---model smollm2-135m-shape [--ns 128 32 8 4] [--context 512 --ns 64 16 2]`.
+2-core CPU run near 2 minutes; sliding windows at stride 1 make |D| − n + 1 ablations per n, so
+on a CPU give them a small --context or a larger --stride. Run: `.venv/bin/python
+benchmarks/bench_ngram.py --model smollm2-135m-shape [--ns 128 32 8 4] [--context 512 --ns 64 16 2]
+[--window sliding --stride 1]`.
 """
 
 from __future__ import annotations
@@ -26,19 +30,22 @@ import torch  # noqa: E402
 from common import add_model_args, describe, load_model, timed  # noqa: E402
 
 from privleak.batching import ForwardCounter  # noqa: E402
+from privleak.errors import PrivleakError  # noqa: E402
 from privleak.metrics.influence import (  # noqa: E402
     cid_mechanism,
     ngram_logprobs,
     ngram_logprobs_naive,
-    ngram_spans,
     response_logprobs,
 )
+from privleak.ngrams import WINDOWS, Window, ngram_spans  # noqa: E402
 from privleak.prompts import ContextPrompt  # noqa: E402
 
 
-def minimum_tokens(prompt: ContextPrompt, response_tokens: int, n: int) -> tuple[int, int]:
-    """(Σ_i r_i, the shared prefix encode) for the K n-gram ablations of `prompt`."""
-    spans = ngram_spans(len(prompt.context), n)
+def minimum_tokens(
+    prompt: ContextPrompt, response_tokens: int, n: int, window: Window
+) -> tuple[int, int]:
+    """(Σ r over the K n-gram ablations of `prompt`, the shared prefix encode)."""
+    spans = ngram_spans(len(prompt.context), n, window)
     rest = len(prompt.tail) + response_tokens - 1
     minimum = sum(len(prompt.context) - end + rest for _, end in spans)
     return minimum, len(prompt.head) + spans[-1][0]
@@ -53,7 +60,13 @@ def main() -> int:
     parser.add_argument("--response", type=int, default=50)
     parser.add_argument("--ns", type=int, nargs="+", default=[128, 32, 8])
     parser.add_argument("--batch-size", type=int, default=8, help="the stage's batch_size")
+    parser.add_argument("--window", choices=WINDOWS, default="block", help="n-gram layout")
+    parser.add_argument("--stride", type=int, default=1, help="sliding windows' start step")
     args = parser.parse_args()
+    try:
+        window = Window(args.window, args.stride)
+    except PrivleakError as error:
+        parser.error(str(error))
     tolerance = 1e-1 if args.dtype in ("float16", "bfloat16") else 1e-4
 
     model, eos, pad = load_model(args)
@@ -66,33 +79,34 @@ def main() -> int:
     mechanism = cid_mechanism(prior, 1.0, 0.8, eos, 0)
     print(
         f"{describe(model, args)}: |D| = {args.context}, template {args.head}+{args.tail}, "
-        f"response {args.response}, batch_size {args.batch_size}, tolerance {tolerance:.0e}"
+        f"response {args.response}, batch_size {args.batch_size}, {window.describe()}, "
+        f"tolerance {tolerance:.0e}"
     )
     print(
         f"{'n':>4}{'K':>5}{'calls':>6}{'naive tok':>11}{'fast tok':>10}{'min+prefix':>16}"
         f"{'naive/fast':>11}{'fast/min':>9}{'naive s':>9}{'fast s':>8}{'wall x':>8}{'max|Δ|':>10}"
     )
     # Warm-up: kernels, allocator and cuBLAS handles, so the first n is not charged for them.
-    ngram_logprobs(model, prompt, response, args.ns[0], mechanism, batch_size=args.batch_size,
-                   pad_id=pad)  # fmt: skip
+    ngram_logprobs(model, prompt, response, args.ns[0], mechanism, window=window,
+                   batch_size=args.batch_size, pad_id=pad)  # fmt: skip
     ngram_logprobs_naive(model, prompt, response, args.context, mechanism)
     worst = 0.0
     for n in args.ns:
         fast_counter, naive_counter = ForwardCounter(), ForwardCounter()
         fast, fast_wall = timed(
             lambda n=n, counter=fast_counter: ngram_logprobs(
-                model, prompt, response, n, mechanism,
+                model, prompt, response, n, mechanism, window=window,
                 batch_size=args.batch_size, pad_id=pad, counter=counter,
             ),
             args.device,
         )  # fmt: skip
         naive, naive_wall = timed(
             lambda n=n, counter=naive_counter: ngram_logprobs_naive(
-                model, prompt, response, n, mechanism, counter=counter
+                model, prompt, response, n, mechanism, window=window, counter=counter
             ),
             args.device,
         )
-        minimum, prefix = minimum_tokens(prompt, len(response), n)
+        minimum, prefix = minimum_tokens(prompt, len(response), n, window)
         delta = float((fast - naive).abs().max())
         worst = max(worst, delta)
         print(

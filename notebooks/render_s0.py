@@ -7,9 +7,14 @@
 # Faithfulness in the embedded profile is a PROXY (MiniLM sentence support), not FactKB.
 # Curves are means over contexts with 95% bootstrap confidence intervals (seaborn, fixed seed:
 # the same figure on every run); with a single context there is no interval to draw.
+# τ depends on the no-context prompt (the template with the context removed), so every table
+# T1-T4 names it: a `no_context_prompt` column in the csv, a note line under the markdown.
+# The n-gram figures (F3, F4) name their n-gram layout (disjoint blocks or sliding windows), read
+# from the artifacts.
 
 # %% tags=["parameters"]
 figures = {"formats": ["png", "pdf"]}
+template = "chat"
 
 # %%
 import json
@@ -32,13 +37,15 @@ from privleak.figures import (
     short_name,
     style,
 )
+from privleak.ngrams import Window
+from privleak.prompts import no_context_prompt
 
 style()
 S0 = paths.INTERIM / "s0"
 FIG = paths.FIGURES / "s0"
 FORMATS = check_formats(figures["formats"])
 TAU_HAT = r"$\hat{\tau}_{|D|}$"
-TAU_BLOCK = r"$\hat{\tau}_{i,n}$"
+TAU_NGRAM = r"$\hat{\tau}_{i,n}$"
 generations = pd.read_parquet(S0 / "generate" / "generations.parquet")
 finetuned = pd.read_parquet(S0 / "finetune" / "generations.parquet")
 knowledge = pd.read_parquet(S0 / "finetune" / "knowledge.parquet")
@@ -70,6 +77,29 @@ def lam_order(frame: pd.DataFrame) -> list[str]:
     return [f"{lam:g}" for lam in sorted(frame["lam"].unique())]
 
 
+def save_s0_table(table: pd.DataFrame, stem, corpus: str | None = None) -> None:
+    """save_table with the no-context prompt behind each row's τ: by the row's `corpus` column,
+    else `corpus`; a csv column, and one note line under the markdown table."""
+    corpora = table["corpus"] if corpus is None else pd.Series(corpus, index=table.index)
+    prompts = {c: no_context_prompt(c, template) for c in dict.fromkeys(corpora)}
+    note = f"No-context prompt (template {template}, context removed): " + "; ".join(
+        f"{c} `{p!r}`" for c, p in prompts.items()
+    )
+    save_table(
+        table.assign(no_context_prompt=corpora.map(prompts)),
+        stem,
+        note=note,
+        csv_only=["no_context_prompt"],
+    )
+
+
+def layout(frame: pd.DataFrame) -> Window:
+    """The one n-gram layout of an n-gram artifact (its window and stride columns)."""
+    kinds = frame[["window", "stride"]].drop_duplicates()
+    require(len(kinds) == 1, "render_s0: an n-gram artifact mixes window layouts")
+    return Window(str(kinds["window"].iloc[0]), int(kinds["stride"].iloc[0]))
+
+
 # %% [markdown]
 # ## T1 — uni-gram influence of one context on one next token
 
@@ -99,7 +129,11 @@ ax.set_title(
 )
 save_figure(fig, FIG / "s0_table1", FORMATS)
 top = unigram.sort_values(["tau", "i"], ascending=[False, True]).head(10)
-save_table(top[["i", "token", "tau", "next_token"]].reset_index(drop=True), FIG / "s0_table1")
+save_s0_table(
+    top[["i", "token", "tau", "next_token"]].reset_index(drop=True),
+    FIG / "s0_table1",
+    corpus=str(unigram["corpus"].iloc[0]),
+)
 metrics["t1_top_token"] = str(top["token"].iloc[0])
 metrics["t1_next_token"] = str(unigram["next_token"].iloc[0])
 
@@ -123,7 +157,7 @@ def leakage_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 table2 = leakage_table(main_text, ["model", "corpus", "lam"])
-save_table(table2, FIG / "s0_table2")
+save_s0_table(table2, FIG / "s0_table2")
 table2
 
 # %% [markdown]
@@ -133,7 +167,7 @@ table2
 ft_text = text[text["source"] == "finetune"]
 if len(ft_text):
     table2_known = leakage_table(ft_text, ["model", "seen", "lam"])
-    save_table(table2_known, FIG / "s0_table2_known")
+    save_s0_table(table2_known, FIG / "s0_table2_known", corpus=str(ft_text["corpus"].iloc[0]))
     known = knowledge.groupby(["model", "seen"])["mean_logprob"].mean().reset_index()
     save_table(known, FIG / "s0_table2_known_loglik")
     per_prompt = lam_label(ft_text).assign(
@@ -200,7 +234,7 @@ table3 = (
 )
 for column in ["rouge_l", "bertscore_style", "faithfulness", "content_word_support"]:
     table3[column] = 100 * table3[column]  # the paper reports these in percent
-save_table(table3, FIG / "s0_table3")
+save_s0_table(table3, FIG / "s0_table3")
 for row in table3.itertuples():
     key = f"{row.corpus}_lam{row.lam:g}"
     metrics[metric_key(f"tau_hat_{key}", row.model)] = float(row.tau_hat)
@@ -233,7 +267,7 @@ table4 = pd.DataFrame(
     ]
 )  # fmt: skip
 table4["text"] = table4["text"].str.replace("\n", " ", regex=False)
-save_table(table4, FIG / "s0_table4")
+save_s0_table(table4, FIG / "s0_table4", corpus=first_corpus)
 table4
 
 # %% [markdown]
@@ -305,23 +339,24 @@ for model, part in per_token.groupby("model", sort=False):
 # ## F3 — influence of the i-th token n-gram
 
 # %%
+window = layout(ngram)
 by_gram = ngram.groupby(["n", "i", "start"])["tau"].agg(["mean", "sem"]).reset_index()
 ns = sorted(by_gram["n"].unique(), reverse=True)
 fig, axes = plt.subplots(1, len(ns), figsize=(2.8 * len(ns), 2.8), squeeze=False)
 for ax, n in zip(axes[0], ns, strict=True):
     part = ngram[ngram["n"] == n]
-    blocks = part["i"].nunique()
-    sns.lineplot(data=part, x="i", y="tau", marker="o" if blocks < 20 else None, ax=ax, **BOOTSTRAP)
+    grams = part["i"].nunique()
+    sns.lineplot(data=part, x="i", y="tau", marker="o" if grams < 20 else None, ax=ax, **BOOTSTRAP)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("")
-    ax.set_ylabel(TAU_BLOCK)
-    ax.set_title(f"n = {n} ({blocks} blocks)")
-# Not the official code's one-token sliding window: block i is context tokens [i·n, (i+1)·n).
-fig.supxlabel("n-gram block i (non-overlapping blocks of n tokens: tokens [i·n, (i+1)·n))")
+    ax.set_ylabel(TAU_NGRAM)
+    ax.set_title(f"n = {n} ({grams} n-grams)")
+fig.supxlabel(f"n-gram i ({window.describe()}: tokens {window.formula()})")
 fig.suptitle(f"Token n-gram influence, λ = 1, {ngram['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig3", FORMATS)
 save_table(by_gram, FIG / "s0_fig3")
 peaks = by_gram.groupby("n")["mean"].max()
+metrics["fig3_window"] = {"kind": window.kind, "stride": window.stride}
 metrics["fig3_peak_tau_by_n"] = {str(int(n)): float(v) for n, v in peaks.items()}
 metrics["fig3_argmax_i_by_n"] = {
     str(int(n)): int(part.loc[part["mean"].idxmax(), "i"]) for n, part in by_gram.groupby("n")
@@ -356,6 +391,7 @@ family_grams["model"] = [
     f"{row.size} ({row.parameters:,} params)" for row in family_grams.itertuples()
 ]
 n_family = int(family_grams["n"].iloc[0])
+family_window = layout(family_grams)
 fig, ax = plt.subplots(figsize=(5.5, 3))
 sns.lineplot(
     data=family_grams, x="i", y="tau", hue="model",
@@ -363,12 +399,13 @@ sns.lineplot(
     marker="o", ax=ax, **BOOTSTRAP,
 )  # fmt: skip
 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-ax.set_xlabel(f"n-gram block i (non-overlapping blocks of n = {n_family} tokens)")
-ax.set_ylabel(TAU_BLOCK)
+ax.set_xlabel(f"n-gram i ({family_window.describe()}, n = {n_family})")
+ax.set_ylabel(TAU_NGRAM)
 outside_legend(fig, ax, title="model size")
 ax.set_title(f"Largest-n influence across sizes, {family_grams['example'].nunique()} contexts")
 save_figure(fig, FIG / "s0_fig4", FORMATS)
 save_table(by_size_gram, FIG / "s0_fig4")
+metrics["fig4_window"] = {"kind": family_window.kind, "stride": family_window.stride}
 
 # %% [markdown]
 # ## F7 / F8 — τ, ROUGE-L and faithfulness vs T (λ = 1) and vs λ (default T)

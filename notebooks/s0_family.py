@@ -5,9 +5,11 @@
 # smallest first: CID responses (λ = 1, default T) for the first `family.examples` contexts of
 # `family.corpus`, truncated to `family.context_tokens` tokens, with the paper's plain template
 # (base models, no chat turns); the whole-context τ per response (F2a) and the influence of
-# every i-th token n-gram for the largest n, `family.n` (F4). One row per (size, example) and
-# per (size, example, i). Decoder chunks and each (size, example)'s ablations are checkpointed,
-# so an interrupted run resumes.
+# every i-th token n-gram for the largest n, `family.n` (F4), laid out by `family.window`
+# (`block`: disjoint n-token blocks; `sliding`: n-token windows every `family.stride` tokens, the
+# official code's rule at stride 1). One row per (size, example) and per (size, example, i).
+# Decoder chunks and each (size, example)'s ablations are checkpointed, so an interrupted run
+# resumes.
 
 # %% tags=["parameters"]
 seed = 0
@@ -16,7 +18,8 @@ dtype = "float32"
 min_new_tokens = 4
 count_eos = True
 temperature = 0.8
-family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_tokens": 12, "n": 32}
+family = {"corpus": "pubmedqa", "examples": 1, "context_tokens": 64, "max_new_tokens": 12, "n": 32,
+          "window": "block"}  # fmt: skip
 max_batch_streams = 16
 
 # %%
@@ -31,7 +34,8 @@ from privleak import models as registry
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
-from privleak.metrics.influence import ngram_influence, ngram_spans
+from privleak.metrics.influence import ngram_influence
+from privleak.ngrams import Window, ngram_spans
 from privleak.prompts import s0_prompt
 
 FAMILY = paths.DATA / "family"
@@ -46,6 +50,7 @@ records = take(
     corpus=family["corpus"],
 )
 store = checkpoint.open_stage("s0_family", globals())
+WINDOW = Window.of(family)
 
 
 def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
@@ -71,6 +76,7 @@ def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
         temperature=temperature,
         eos_token_id=tokenizer.eos_token_id,
         min_new_tokens=min_new_tokens,
+        window=WINDOW,
         pad_id=tokenizer.pad_token_id,
     )
     gram_rows = [
@@ -79,11 +85,13 @@ def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
             "parameters": parameters,
             "example": record["id"],
             "n": family["n"],
+            "window": WINDOW.kind,
+            "stride": WINDOW.stride,
             "i": i,
             "start": start,
             "tau": float(tau[i].sum()),
         }
-        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"]))
+        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"], WINDOW))
     ]
     return response_row, gram_rows
 

@@ -1,17 +1,19 @@
 # %% [markdown]
 # # S0 — token n-gram influence, the uni-gram example and bounded CID
 # - **F3** (paper §4.4): for `ngram.examples` PubMedQA-like contexts (first `context_tokens`
-#   tokens) we draw one CID response (λ = 1) and measure τ_{i,n} of every non-overlapping token
-#   n-gram D_{i,n} = [i·n, (i+1)·n) for each n in `ngram.ns` (Def. 3.1-3.2). The ablated p̄ mixes
-#   the ablated-context logits with the no-context logits at every response position; the
-#   full-context log p̄(y_t|D) is read from the generation records. One row per
-#   (example, n, i), with the per-token τ.
+#   tokens) we draw one CID response (λ = 1) and measure τ_{i,n} of every token n-gram D_{i,n}
+#   for each n in `ngram.ns` (Def. 3.1-3.2). `ngram.window` lays the n-grams out: `block` =
+#   disjoint [i·n, (i+1)·n); `sliding` = [s, s+n) for s = 0, stride, ... (the official code's
+#   rule at `ngram.stride` = 1). The ablated p̄ mixes the ablated-context logits with the
+#   no-context logits at every response position; the full-context log p̄(y_t|D) is read from
+#   the generation records. One row per (example, n, i), with the window and the per-token τ.
 # - **T1**: the uni-gram influence of every token of one context (its first
 #   `unigram_context_tokens` tokens) on one next token: the response token with the largest
-#   whole-context influence.
+#   whole-context influence (uni-grams: blocks and stride-1 windows are the same spans).
 # - **Bounded CID** (Alg. 1): responses with λ chosen per step as the largest λ ≤ λ_max within
-#   ε/2 of the prior, for each ε; the whole-context τ per token and the n-gram τ per token (with
-#   the ablated run bounded the same way) are recorded to check max τ ≤ ε.
+#   ε/2 of the prior, for each ε; the whole-context τ per token and the τ per token of the
+#   disjoint `bounded.n`-token blocks (with the ablated run bounded the same way) are recorded to
+#   check max τ ≤ ε, which holds for any n-gram.
 #
 # Decoder chunks and each example's (each response's, for bounded CID) ablations are
 # checkpointed, so an interrupted run resumes.
@@ -28,7 +30,8 @@ max_new_tokens = 12
 min_new_tokens = 4
 count_eos = True
 temperature = 0.8
-ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16}
+ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16,
+         "window": "block"}  # fmt: skip
 bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 16}
 max_batch_streams = 16
 batch_size = 8
@@ -43,7 +46,8 @@ from privleak import models as registry
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
-from privleak.metrics.influence import ngram_influence, ngram_spans
+from privleak.metrics.influence import ngram_influence
+from privleak.ngrams import Window, ngram_spans
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"
@@ -86,6 +90,9 @@ def generate(records, prompts, settings, eps=None):
 
 
 # %%
+WINDOW = Window.of(ngram)
+
+
 def f3_rows(g):
     """Example g's rows (every n, every i) and the tokens its ablations forwarded."""
     record, prompt, counter, rows = records[g], prompts[g], ForwardCounter(), []
@@ -99,14 +106,17 @@ def f3_rows(g):
             generation.logp_context[g, :length],
             n,
             **CID_AT_1,
+            window=WINDOW,
             counter=counter,
         )
-        for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n)):
+        for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n, WINDOW)):
             rows.append(
                 {
                     "example": record["id"],
                     "context_tokens": len(prompt.context),
                     "n": n,
+                    "window": WINDOW.kind,
+                    "stride": WINDOW.stride,
                     "i": i,
                     "start": start,
                     "end": end,
@@ -159,6 +169,7 @@ tau = store.get_or_compute(
 unigram = pd.DataFrame(
     {
         "example": records[0]["id"],
+        "corpus": ngram["corpus"],
         "i": range(len(prompt.context)),
         "token": [tokenizer.decode([t]) for t in prompt.context],
         "tau": tau.tolist(),

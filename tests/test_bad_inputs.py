@@ -188,6 +188,22 @@ CASES = {
         [32, 128],
         "s0.smoke.ngram.ns[1] = 128: must be <= context_tokens (64)",
     ),
+    "ngram_window_typo": Case(
+        "s0.smoke.ngram.window",
+        "slide",
+        "s0.smoke.ngram.window = 'slide': must be one of block, sliding",
+    ),
+    "sliding_stride_zero": Case(
+        "s0.paper.ngram.stride",
+        0,
+        "s0.paper.ngram.stride = 0: must be an integer >= 1",
+        check=True,
+    ),
+    "block_with_a_stride": Case(
+        "s0.smoke.family.stride",
+        2,
+        "s0.smoke.family.stride = 2: must be 1 (or left out) for window: block",
+    ),
     "corpus_file_outside_external": Case(
         f"{CORPUS}.source",
         "file:corpora/news.jsonl",

@@ -24,7 +24,7 @@ from privleak.metrics.influence import (
     response_logprobs,
     token_influence,
 )
-from privleak.prompts import ContextPrompt, s0_prompt
+from privleak.prompts import QUESTION, TASKS, ContextPrompt, no_context_prompt, s0_prompt
 from tests.conftest import tiny_llama, word_tokenizer
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05])
@@ -247,6 +247,33 @@ def test_s0_prompt_keeps_the_first_context_token_without_bos():
     assert reference == "a cat"
     short, _ = s0_prompt(tokenizer, record, "pubmedqa", "plain", 2)
     assert tokenizer.decode(short.context) == "alice ran"
+
+
+class CharTokenizer:
+    """One id per character, no special tokens: decoding ids gives back the exact text."""
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": [ord(c) for c in text]}
+
+
+@pytest.mark.parametrize("template", ["chat", "plain"])
+@pytest.mark.parametrize("corpus", list(TASKS))
+def test_no_context_prompt_is_the_text_of_the_emptied_prompt(corpus, template):
+    record = {"article": "A b.", "context": "A b.", "question": "Why?", "highlights": "",
+              "long_answer": ""}  # fmt: skip
+    prompt, _ = s0_prompt(CharTokenizer(), record, corpus, template, None)
+    emptied = "".join(map(chr, prompt.with_context([]).ids))
+    assert emptied == no_context_prompt(corpus, template).replace(QUESTION, "Why?")
+
+
+def test_no_context_prompt_drops_the_contexts_leading_space():
+    # "Document:" then the query: the space before the context goes with the context.
+    assert no_context_prompt("pubmedqa", "plain") == "Document:\n<question>\n"
+    assert no_context_prompt("cnn_dm", "plain") == (
+        "News article:\nSummary of the above news article:\n"
+    )
+    with pytest.raises(PrivleakError, match="template 'raw' is unknown"):
+        no_context_prompt("pubmedqa", "raw")
 
 
 def test_bounded_lambda_is_the_largest_feasible_lambda_by_brute_force():

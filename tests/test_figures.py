@@ -127,3 +127,16 @@ def test_the_bootstrap_seed_fixes_the_interval(themed):
 
     assert np.array_equal(band(0), band(0))
     assert not np.array_equal(band(0), band(1))
+
+
+def test_save_table_keeps_csv_only_columns_out_of_the_markdown_and_adds_the_note(tmp_path):
+    table = pd.DataFrame({"corpus": ["a", "b"], "tau": [0.123456, 2.0], "prompt": ["x\n", "y"]})
+    csv, markdown = figures.save_table(
+        table, tmp_path / "t", note="No-context prompt: `'x\\n'`", csv_only=["prompt"]
+    )
+    assert pd.read_csv(csv).equals(table)
+    shown, caption = markdown.read_text().split("\n\n")
+    assert "prompt" not in shown and "0.1235" in shown
+    assert caption == "No-context prompt: `'x\\n'`\n"
+    plain = figures.save_table(table.drop(columns="prompt"), tmp_path / "u")[1].read_text()
+    assert plain == shown + "\n"

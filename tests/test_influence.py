@@ -1,5 +1,5 @@
-"""Context influence of token n-grams (Defs. 3.1-3.2): spans, the cached batched ablations
-against a naive re-encoding loop, and the official code's bugs (DESIGN §7)."""
+"""Context influence of token n-grams (Defs. 3.1-3.2): block and sliding spans, the cached
+batched ablations against a naive re-encoding loop, and the official code's bugs (DESIGN §7)."""
 
 from __future__ import annotations
 
@@ -18,18 +18,52 @@ from privleak.metrics.influence import (
     ngram_influence,
     ngram_logprobs,
     ngram_logprobs_naive,
-    ngram_spans,
     response_logprobs,
     token_influence,
 )
+from privleak.ngrams import Window, ngram_spans
 from privleak.prompts import ContextPrompt
 from tests.conftest import PeakForward, tiny_llama
 
 
-def test_spans_are_non_overlapping_and_cover_the_context():
+def test_block_spans_are_non_overlapping_and_cover_the_context():
     assert ngram_spans(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert ngram_spans(10, 1) == [(i, i + 1) for i in range(10)]
     assert ngram_spans(10, 10) == [(0, 10)]  # n = |D|: the whole context
+
+
+def test_hand_computed_block_and_sliding_spans():
+    # |D| = 7, n = 3: blocks end with the 1-token remainder; sliding windows never pass |D|.
+    assert ngram_spans(7, 3) == [(0, 3), (3, 6), (6, 7)]
+    assert ngram_spans(7, 3, Window("sliding")) == [(0, 3), (1, 4), (2, 5), (3, 6), (4, 7)]
+    assert ngram_spans(7, 3, Window("sliding", 2)) == [(0, 3), (2, 5), (4, 7)]
+    # A stride that misses |D| - n = 4 leaves token 6 in no window.
+    assert ngram_spans(7, 3, Window("sliding", 3)) == [(0, 3), (3, 6)]
+    assert ngram_spans(7, 7, Window("sliding")) == [(0, 7)]
+    assert ngram_spans(7, 1, Window("sliding")) == ngram_spans(7, 1)
+
+
+def test_window_reads_its_params_block_and_describes_itself():
+    assert Window.of({"window": "block", "ns": [4]}) == Window("block", 1)
+    assert Window.of({"window": "sliding", "stride": 2}) == Window("sliding", 2)
+    assert Window("block").describe() == "disjoint n-token blocks"
+    assert Window("sliding", 2).describe() == "sliding n-token windows, stride 2"
+    assert Window("block").formula() == "[i·n, (i+1)·n)"
+    assert Window("sliding").formula() == "[i, i+n)"
+    assert Window("sliding", 3).formula() == "[3·i, 3·i+n)"
+
+
+@pytest.mark.parametrize(
+    ("kind", "stride", "match"),
+    [
+        ("slide", 1, "window must be block \\| sliding, got 'slide'"),
+        ("sliding", 0, "stride must be an integer >= 1, got 0"),
+        ("block", 2, "stride applies to sliding windows only"),
+    ],
+)
+def test_bad_window_raises_one_line_errors(kind, stride, match):
+    with pytest.raises(PrivleakError, match=match):
+        Window(kind, stride)
 
 
 @pytest.mark.parametrize(
@@ -100,30 +134,69 @@ def test_cached_batched_ablations_match_naive_re_encoding(tiny_lm, n, batch_size
         assert fast_counter.tokens < naive_counter.tokens
 
 
+@pytest.mark.parametrize(
+    ("n", "stride", "batch_size"), [(1, 1, 4), (3, 1, 8), (3, 2, 5), (5, 4, 3), (22, 1, 2)]
+)
+def test_sliding_windows_match_naive_re_encoding(tiny_lm, n, stride, batch_size):
+    # Consecutive starts: every row reuses a different-length prefix of the one shared cache.
+    prompt, response = _case()
+    mechanism = _mechanism(tiny_lm, prompt, response)
+    window = Window("sliding", stride)
+    fast_counter, naive_counter = ForwardCounter(), ForwardCounter()
+    fast = ngram_logprobs(
+        tiny_lm,
+        prompt,
+        response,
+        n,
+        mechanism,
+        window=window,
+        batch_size=batch_size,
+        counter=fast_counter,
+    )
+    naive = ngram_logprobs_naive(
+        tiny_lm, prompt, response, n, mechanism, window=window, counter=naive_counter
+    )
+    spans = len(ngram_spans(23, n, window))
+    assert fast.shape == (spans, len(response))
+    assert float((fast - naive).abs().max()) <= 1e-4
+    assert fast_counter.tokens < naive_counter.tokens
+
+
+@pytest.mark.parametrize("window", [Window("block"), Window("sliding", 2)])
 @pytest.mark.parametrize(("head", "tail"), [([], [11, 12]), ([1, 4], []), ([1], [])])
 @pytest.mark.parametrize("n", [1, 3, 22])
-def test_empty_head_or_tail_matches_naive(tiny_lm, head, tail, n):
+def test_empty_head_or_tail_matches_naive(tiny_lm, head, tail, n, window):
     # An empty head leaves ablation 0 nothing cached; an empty tail puts the last ablation's first
     # predicting position inside the shared prefix, so it is forwarded again.
     context, response = _case(4)
     prompt = ContextPrompt(head, context.context, tail)
     mechanism = _mechanism(tiny_lm, prompt, response)
-    fast = ngram_logprobs(tiny_lm, prompt, response, n, mechanism, batch_size=4, pad_id=5)
-    naive = ngram_logprobs_naive(tiny_lm, prompt, response, n, mechanism)
+    fast = ngram_logprobs(
+        tiny_lm, prompt, response, n, mechanism, window=window, batch_size=4, pad_id=5
+    )
+    naive = ngram_logprobs_naive(tiny_lm, prompt, response, n, mechanism, window=window)
     assert float((fast - naive).abs().max()) <= 1e-4
 
 
-def _minimum(prompt, response, n):
-    """Σ_i r_i, r_i = (|D| − end_i) + |tail| + |response| − 1, and the one shared prefix encode."""
-    spans = ngram_spans(len(prompt.context), n)
+def _minimum(prompt, response, n, window):
+    """Σ over spans of (|D| − end) + |tail| + |response| − 1, and the one shared prefix encode
+    (head + the last span's start)."""
+    spans = ngram_spans(len(prompt.context), n, window)
     rest = len(prompt.tail) + len(response) - 1
-    return sum(len(prompt.context) - end + rest for _, end in spans), len(prompt.head) + spans[-1][
-        0
-    ]
+    forwarded = sum(len(prompt.context) - end + rest for _, end in spans)
+    return forwarded, len(prompt.head) + spans[-1][0]
 
 
-@pytest.mark.parametrize(("tokens", "ns"), [(256, [128, 32, 8, 4]), (512, [64, 16, 2])])
-def test_forwarded_tokens_are_within_5_percent_of_the_analytic_minimum(tokens, ns):
+@pytest.mark.parametrize(
+    ("tokens", "ns", "window"),
+    [
+        (256, [128, 32, 8, 4], Window("block")),
+        (512, [64, 16, 2], Window("block")),
+        (256, [128, 32, 4], Window("sliding")),
+        (512, [64, 16], Window("sliding", 5)),
+    ],
+)
+def test_forwarded_tokens_are_within_5_percent_of_the_analytic_minimum(tokens, ns, window):
     # The stage's sizes: a ~30-token chat head, ~20-token tail, ~50-token response.
     model = tiny_llama(window=640)
     g = torch.Generator().manual_seed(5)
@@ -132,8 +205,10 @@ def test_forwarded_tokens_are_within_5_percent_of_the_analytic_minimum(tokens, n
     mechanism = cid_mechanism(torch.zeros(len(response), 32).log_softmax(-1), 1.0, 1.0)
     for n in ns:
         counter = ForwardCounter()
-        ngram_logprobs(model, prompt, response, n, mechanism, batch_size=8, counter=counter)
-        minimum, prefix = _minimum(prompt, response, n)
+        ngram_logprobs(
+            model, prompt, response, n, mechanism, window=window, batch_size=8, counter=counter
+        )
+        minimum, prefix = _minimum(prompt, response, n, window)
         assert counter.tokens <= 1.05 * (minimum + prefix), n
 
 

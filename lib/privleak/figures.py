@@ -3,6 +3,7 @@ writers: same data, same bytes (a second dvc repro is a no-op)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
 
@@ -177,12 +178,21 @@ def save_figure(
     return written
 
 
-def save_table(table: pd.DataFrame, stem: Path, float_format: str = ".4g") -> list[Path]:
-    """Write table to stem.csv (full precision) and stem.md (rounded, for reading)."""
+def save_table(
+    table: pd.DataFrame,
+    stem: Path,
+    float_format: str = ".4g",
+    *,
+    note: str = "",
+    csv_only: Sequence[str] = (),
+) -> list[Path]:
+    """Write table to stem.csv (full precision, every column) and stem.md (rounded, for reading):
+    the markdown leaves out the `csv_only` columns (long per-row text) and ends with `note`, a
+    caption line, when one is given."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     csv, markdown = stem.with_suffix(".csv"), stem.with_suffix(".md")
     table.to_csv(csv, index=False)
-    markdown.write_text(table.to_markdown(index=False, floatfmt=float_format) + "\n")
+    shown = table.drop(columns=list(csv_only)).to_markdown(index=False, floatfmt=float_format)
+    markdown.write_text(shown + "\n" + (f"\n{note}\n" if note else ""))
     return [csv, markdown]
-

@@ -71,20 +71,40 @@ def _text(value) -> str:
     return str(value)
 
 
+def _check(corpus: str, template: str) -> None:
+    require(corpus in TASKS, f"corpus '{corpus}' has no S0 task; allowed: {', '.join(TASKS)}")
+    require(template in ("chat", "plain"), f"template '{template}' is unknown; use chat|plain")
+
+
+def _template(corpus: str, template: str, query: str) -> tuple[str, str]:
+    """(head, tail) text around the context of an S0 prompt."""
+    label = TASKS[corpus]["label"]
+    if template == "chat":
+        return CHAT_SYSTEM + label, f"\n\n{query}<|im_end|>\n<|im_start|>assistant\n"
+    return label, f"\n{query}\n"
+
+
+QUESTION = "<question>"
+"""Stands for the record's question in `no_context_prompt` (CNN/DM's query is fixed)."""
+
+
+def no_context_prompt(corpus: str, template: str) -> str:
+    """The text of the S0 prompt without its context (τ's D = ∅ side): head + tail, the context
+    and its leading space both gone, e.g. 'Document:\n<question>\n' (plain, PubMedQA)."""
+    _check(corpus, template)
+    query = CNN_QUERY if corpus == "cnn_dm" else QUESTION
+    return "".join(_template(corpus, template, query))
+
+
 def s0_prompt(
     tokenizer, record: dict, corpus: str, template: str, context_tokens: int | None
 ) -> tuple[ContextPrompt, str]:
     """(prompt, reference) for one CNN/DM or PubMedQA record; the context keeps its first
     `context_tokens` tokens (None: all of them)."""
-    require(corpus in TASKS, f"corpus '{corpus}' has no S0 task; allowed: {', '.join(TASKS)}")
-    require(template in ("chat", "plain"), f"template '{template}' is unknown; use chat|plain")
-    task = TASKS[corpus]
+    _check(corpus, template)
     query = CNN_QUERY if corpus == "cnn_dm" else _text(record["question"])
-    if template == "chat":
-        head = CHAT_SYSTEM + task["label"]
-        tail = f"\n\n{query}<|im_end|>\n<|im_start|>assistant\n"
-    else:
-        head, tail = task["label"], f"\n{query}\n"
+    head, tail = _template(corpus, template, query)
+    task = TASKS[corpus]
     prompt = encode_context_prompt(
         tokenizer,
         head,

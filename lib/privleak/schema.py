@@ -32,6 +32,7 @@ S0_TASKS = ("cnn_dm", "pubmedqa")  # privleak.prompts.TASKS
 FIGURE_FORMATS = ("png", "pdf", "svg")  # privleak.figures writes these byte-deterministically
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate strategies
 CLAIM_METHODS = ("percentile", "BCa", "basic")  # privleak.claims.METHODS
+WINDOWS = ("block", "sliding")  # privleak.ngrams.WINDOWS
 # dvc.yaml stages read data/raw/<slot>.jsonl of these; pretrain also needs its secrets file.
 REQUIRED_SLOTS = ("cnn_dm", "pubmedqa", "pretrain")
 CORPORA_DIR = "data/external/corpora/"
@@ -590,7 +591,25 @@ class ContextSizes(Strict):
     sizes: list_of(Annotated[int, COUNT], unique=True)
 
 
-class Ngram(Strict):
+class Windowed(Strict):
+    """n-gram layout (privleak.ngrams.Window): disjoint blocks, or sliding windows
+    that start every `stride` tokens."""
+
+    window: Annotated[str, _one_of(*WINDOWS)]
+    stride: Annotated[int, COUNT] = 1
+
+    @model_validator(mode="after")
+    def _stride(self) -> Self:
+        if self.window == "block" and self.stride != 1:
+            raise _fail(
+                "must be 1 (or left out) for window: block, whose blocks step by n",
+                "stride",
+                value=self.stride,
+            )
+        return self
+
+
+class Ngram(Windowed):
     corpus: Annotated[str, S0_CORPUS]
     examples: Annotated[int, COUNT]
     ns: list_of(Annotated[int, COUNT], unique=True)
@@ -614,7 +633,7 @@ class Finetune(Strict):
     learning_rate: Annotated[float, POSITIVE]
 
 
-class S0Family(Strict):
+class S0Family(Windowed):
     corpus: Annotated[str, S0_CORPUS]
     examples: Annotated[int, COUNT]
     context_tokens: Annotated[int | None, _optional(COUNT)]

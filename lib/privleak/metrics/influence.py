@@ -1,18 +1,19 @@
 """Context influence (Flemings et al. Defs. 3.1-3.3, Eq. 5) of token n-grams of the context.
 
 τ_{i,n}(y_t) = |log p̄(y_t | D, x, y<t) − log p̄(y_t | D∖D_{i,n}, x, y<t)|, where p̄ is the decoding
-distribution (CID: λ-mix of the with-context and no-context logits at temperature T) and
-D_{i,n} = context tokens [i·n, (i+1)·n), removed at the token level. The n-grams do not overlap;
-when n does not divide |D| the last n-gram is the shorter remainder, so every token belongs to
-exactly one n-gram. n = |D| is the whole-context case (D∖D = the empty context).
+distribution (CID: λ-mix of the with-context and no-context logits at temperature T) and D_{i,n}
+is the i-th n-gram of the context, removed at the token level; a `privleak.ngrams.Window` lays the
+n-grams out (disjoint blocks, or sliding windows as in the official code). n = |D| is the
+whole-context case (D∖D = the empty context).
 
 Per response τ sums over its tokens (Def. 3.2); τ̂ averages over (context, query) pairs (Eq. 5,
 done by the notebooks on the tidy artifacts).
 
-Fast path: the variant without n-gram i agrees with the full prompt on head + D[:i·n], so the
-keys/values of that prefix are computed once (one forward of head + D[:(K−1)·n]) and every
-ablation reuses exactly its own prefix, forwarding only the r_i = (|D| − end_i) + |tail| +
-|response| − 1 tokens after it: the analytic minimum Σ_i r_i plus the one shared encode.
+Fast path: the variant without the n-gram [start, end) agrees with the full prompt on head +
+D[:start], so the keys/values of that prefix are computed once (one forward of head + D up to the
+last n-gram's start) and every ablation reuses exactly its own prefix, forwarding only the
+r = (|D| − end) + |tail| + |response| − 1 tokens after it: the analytic minimum Σ r over the
+n-grams plus the one shared encode, for blocks and sliding windows alike.
 """
 
 from __future__ import annotations
@@ -27,18 +28,11 @@ from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
 from privleak.cid import block_eos, bounded_lambda, check_lam, check_temperature, cid_logprobs
 from privleak.errors import require
 from privleak.models import real_logits
+from privleak.ngrams import BLOCKS, Window, ngram_spans
 from privleak.prompts import ContextPrompt
 
 Mechanism = Callable[[torch.Tensor], torch.Tensor]
 """Maps ablated-context log-probs [B, T, V] at the response positions to decoding log-probs."""
-
-
-def ngram_spans(context_tokens: int, n: int) -> list[tuple[int, int]]:
-    """Non-overlapping token n-grams [i·n, min((i+1)·n, |D|)) of a |D|-token context."""
-    require(context_tokens >= 1, "the context is empty; context influence needs >= 1 token")
-    require(isinstance(n, int) and n >= 1, f"n (n-gram size) must be an integer >= 1, got {n}")
-    require(n <= context_tokens, f"n (n-gram size) must be <= |D| = {context_tokens}, got {n}")
-    return [(start, min(start + n, context_tokens)) for start in range(0, context_tokens, n)]
 
 
 def ablate(prompt: ContextPrompt, span: tuple[int, int]) -> ContextPrompt:
@@ -164,23 +158,26 @@ def ngram_logprobs(
     n: int,
     mechanism: Mechanism,
     *,
+    window: Window = BLOCKS,
     batch_size: int = 8,
     pad_id: int = 0,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
-    """log p̄(y_t | D∖D_{i,n}) [K, len(response)] for the K non-overlapping n-grams of the context.
+    """log p̄(y_t | D∖D_{i,n}) [K, len(response)] for the K n-grams `ngram_spans(|D|, n, window)`.
 
-    One forward encodes head + D up to the last n-gram's start with a cache. Ablation i reuses
-    exactly its shared prefix head + D[:i·n] of that cache and forwards only D[(i+1)·n:] + tail +
-    response[:-1], the analytic minimum. Rows with different cached lengths share a batch: their
-    cache slots are left-padded to one end slot and their new tokens right-padded, in batches of
-    similar remaining length whose padding stays within PAD_WASTE of the real tokens (see
-    `_buckets`); a forward holds <= batch_size rows and attends to <= batch_size × L positions,
-    L = the longest ablated prompt + response. Equal to `ngram_logprobs_naive`.
+    One forward encodes head + D up to the last n-gram's start with a cache. The ablation of
+    [start, end) reuses exactly its shared prefix head + D[:start] of that cache and forwards only
+    D[end:] + tail + response[:-1], the analytic minimum; sliding windows share the one cache too,
+    their starts differ only in how much of it they read. Rows with different cached lengths
+    share a batch: their cache slots are left-padded to one end slot and their new tokens
+    right-padded, in batches of similar remaining length whose padding stays within PAD_WASTE of
+    the real tokens (see `_buckets`); a forward holds <= batch_size rows and attends to
+    <= batch_size × L positions, L = the longest ablated prompt + response. Equal to
+    `ngram_logprobs_naive`.
     """
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(len(response) >= 1, "the response is empty")
-    spans = ngram_spans(len(prompt.context), n)
+    spans = ngram_spans(len(prompt.context), n, window)
     rows = [ablate(prompt, span).ids + list(response[:-1]) for span in spans]
     # Row k predicts y_0 from position firsts[k], its ablated prompt's last token.
     firsts = [len(row) - len(response) for row in rows]
@@ -246,11 +243,12 @@ def ngram_logprobs_naive(
     n: int,
     mechanism: Mechanism,
     *,
+    window: Window = BLOCKS,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
     """Reference for `ngram_logprobs`: re-encodes every ablated prompt + response on its own."""
     rows = []
-    for span in ngram_spans(len(prompt.context), n):
+    for span in ngram_spans(len(prompt.context), n, window):
         logprobs = response_logprobs(model, ablate(prompt, span).ids, response, counter)
         rows.append(_gather(mechanism(logprobs[None]), response)[0])
     return torch.stack(rows).cpu()
@@ -282,14 +280,15 @@ def ngram_influence(
     eps: float | None = None,
     eos_token_id: int | None = None,
     min_new_tokens: int = 0,
+    window: Window = BLOCKS,
     batch_size: int = 8,
     pad_id: int = 0,
     counter: ForwardCounter | None = None,
 ) -> torch.Tensor:
-    """τ [K, len(response)] of each of the K n-grams of prompt's context on a CID response
-    (Def. 3.1): logp_context [len(response)] is the response's recorded log p̄(y_t | D); the
-    ablated side is CID at λ = lam, or bounded CID with λ <= lam when eps is given (Alg. 1), with
-    EOS blocked before min_new_tokens as during decoding."""
+    """τ [K, len(response)] of each of the K n-grams of prompt's context (laid out by `window`)
+    on a CID response (Def. 3.1): logp_context [len(response)] is the response's recorded
+    log p̄(y_t | D); the ablated side is CID at λ = lam, or bounded CID with λ <= lam when eps is
+    given (Alg. 1), with EOS blocked before min_new_tokens as during decoding."""
     prior = response_logprobs(model, prompt.with_context([]).ids, response, counter)
     if eps is None:
         mechanism = cid_mechanism(prior, lam, temperature, eos_token_id, min_new_tokens)
@@ -303,6 +302,7 @@ def ngram_influence(
         response,
         n,
         mechanism,
+        window=window,
         batch_size=batch_size,
         pad_id=pad_id,
         counter=counter,
