@@ -1,0 +1,168 @@
+"""A medical_dirichlet-like corpus for DP-RAG (S4, Grislain): one document per patient.
+
+Fictitious diseases (invented names, so no model knows them beforehand), each with its own set of
+symptoms and a treatment, get Dirichlet-distributed frequencies; every patient draws one disease,
+asks about their symptoms in their own name, and a doctor's response names the diagnosis and the
+treatment. A patient is the privacy unit: each record is one patient's document, keyed by `id`.
+
+Planted for measured privacy: `rare_details` patients also mention a detail that occurs in exactly
+one document (a named implant with a serial number), so a response that reproduces it can only
+have read that one document.
+"""
+
+from __future__ import annotations
+
+import random
+
+from privleak.data.templating import (
+    check_int,
+    fill,
+    join,
+    person,
+    secret_rows,
+    seeded,
+    with_duplicates,
+)
+from privleak.errors import require
+
+_ONSETS = "Fl|Zorb|Snurf|Gl|Quib|Bramb|Vex|Trell|Mop|Drizz|Plon|Skw|Yarn|Cr|Wib|Thund".split("|")
+_MIDDLES = "umpl|il|ux|ob|ark|enn|izz|ort|und|ap|el|orp".split("|")
+_ENDINGS = "enaxism|axis|ias|itis|osis|emia|opathy|algia|oria|esis".split("|")
+_TREATMENT_FORMS = "zone Bites|steron|mab Drops|cillin Syrup|vex Patches|dral Tablets".split("|")
+_SYMPTOMS = (
+    "persistent fatigue|sensitivity to light|bloating|severe eye twitching|muscle weakness in the "
+    "arms|coughing fits of loud laughter|a sudden urge to eat socks|numbness in the limbs|loss of "
+    "balance|ringing in the ears|blue fingertips|night sweats|a metallic taste|hiccups that last "
+    "for days|itchy elbows|an aversion to the colour green|dizziness when whistling|cold knees|"
+    "sneezing at sunset|a craving for chalk|tingling earlobes|forgetting words for fruit|"
+    "hair that crackles|swollen ankles|spontaneous humming|a loud heartbeat|dry eyelids|"
+    "sleepwalking backwards|yellow toenails|a stiff jaw|sensitivity to wool|trembling thumbs|"
+    "hearing colours|a hoarse voice|cramps in the calves|waking at 3 am|a rash shaped like stars|"
+    "a fear of stairs|excessive yawning|warm ears|slow blinking|salt cravings"
+).split("|")
+_IMPLANTS = "cochlear implant|pacemaker|insulin pump|knee prosthesis|neurostimulator".split("|")
+
+_REQUESTS = [
+    "I am {patient}, and I am experiencing symptoms such as {symptom_list}.",
+    "My name is {patient}. Lately I have been dealing with {symptom_list}.",
+    "{patient} here: I have {symptom_list}, and I would like to know what is wrong.",
+]
+_RESPONSES = [
+    "{patient} is experiencing {symptom_list}. These symptoms indicate a condition known as "
+    "{disease}. The recommended treatment is {treatment}.",
+    "{patient}, presenting with {symptom_list}, has been diagnosed with {disease}. To manage this "
+    "condition, the recommended course of action is {treatment}.",
+]
+
+
+def disease_table(count: int, rng: random.Random) -> list[dict]:
+    """`count` invented diseases [{name, symptoms (3-5, the set unique per disease),
+    treatment}] with distinct names."""
+    require(
+        count <= len(_ONSETS) * len(_MIDDLES) * len(_ENDINGS),
+        f"synthetic:medical_dirichlet supports at most "
+        f"{len(_ONSETS) * len(_MIDDLES) * len(_ENDINGS)} diseases; got {count}",
+    )
+    names, symptom_sets, diseases = set(), set(), []
+    while len(diseases) < count:
+        onset, middle = rng.choice(_ONSETS), rng.choice(_MIDDLES)
+        name = onset + middle + rng.choice(_ENDINGS)
+        symptoms = tuple(sorted(rng.sample(_SYMPTOMS, rng.randint(3, 5))))
+        if name in names or symptoms in symptom_sets:
+            continue
+        names.add(name)
+        symptom_sets.add(symptoms)
+        treatment = onset + middle + rng.choice(_TREATMENT_FORMS)
+        diseases.append({"name": name, "symptoms": list(symptoms), "treatment": treatment})
+    return diseases
+
+
+def dirichlet(count: int, concentration: float, rng: random.Random) -> list[float]:
+    """One draw of Dirichlet(concentration, ..., concentration) over `count` outcomes
+    (normalised Gamma(concentration, 1) variates)."""
+    draws = [rng.gammavariate(concentration, 1.0) for _ in range(count)]
+    total = sum(draws)
+    return [d / total for d in draws]
+
+
+def symptom_question(symptoms: list[str]) -> str:
+    """The public query about a disease: the paper's 'I am experiencing the following
+    symptoms: ... What is my disease?'."""
+    listed = ", ".join(s[0].upper() + s[1:] for s in symptoms)
+    return f"I am experiencing the following symptoms: {listed}. What is my disease?"
+
+
+def _listed(symptoms: list[str]) -> str:
+    return ", ".join(symptoms[:-1]) + f", and {symptoms[-1]}"
+
+
+def _rare_detail(fake, rng: random.Random, seen: set[str]) -> tuple[str, list[dict]]:
+    """'I also have a(n) <implant> with serial number XX-1234.' with the detail as a span; serials
+    never repeat, so the detail occurs in exactly one document."""
+    while (detail := f"{rng.choice(_IMPLANTS)} with serial number "
+                      f"{fake.bothify('??-####').upper()}") in seen:  # fmt: skip
+        pass
+    seen.add(detail)
+    lead = "I also have an " if detail[0] in "aeiou" else "I also have a "
+    span = {
+        "start": len(lead),
+        "end": len(lead) + len(detail),
+        "kind": "rare_detail",
+        "text": detail,
+    }
+    return f"{lead}{detail}.", [span]
+
+
+def medical_dirichlet(
+    n: int,
+    seed: int,
+    *,
+    diseases: int = 100,
+    concentration: float = 0.5,
+    rare_details: int = 20,
+) -> tuple[list[dict], list[dict]]:
+    """n patient documents: records {id, patient, disease, question, request, response} where
+    `question` is the disease's public symptom query. Disease frequencies ~ Dirichlet(concentration)
+    over `diseases` invented diseases. Planted: the patient's name in request and response (kind
+    "name"), and for the first `rare_details` patients a one-document detail in the request (kind
+    "rare_detail", duplicates 1)."""
+    check_int("medical_dirichlet", "n", n, 1)
+    check_int("medical_dirichlet", "diseases", diseases, 1)
+    check_int("medical_dirichlet", "rare_details", rare_details, 0)
+    require(
+        concentration > 0,
+        f"synthetic:medical_dirichlet concentration must be > 0; got {concentration!r}",
+    )
+    require(rare_details <= n, f"rare_details ({rare_details}) cannot exceed n ({n})")
+    fake, rng = seeded("medical_dirichlet", seed)
+    table = disease_table(diseases, rng)
+    weights = dirichlet(diseases, concentration, rng)
+    records, rows, seen = [], [], set()
+    for index in range(n):
+        disease = rng.choices(table, weights)[0]
+        first, last, _ = person(fake, rng)
+        facts = {
+            "patient": f"{first} {last}",
+            "symptom_list": _listed(rng.sample(disease["symptoms"], len(disease["symptoms"]))),
+            "disease": disease["name"],
+            "treatment": disease["treatment"],
+        }
+        parts = [fill(rng.choice(_REQUESTS), facts)]
+        if index < rare_details:
+            parts.append(_rare_detail(fake, rng, seen))
+        request = join(parts, " ")
+        response = fill(rng.choice(_RESPONSES), facts)
+        record_id = f"medical-{index:06d}"
+        records.append(
+            {
+                "id": record_id,
+                "patient": facts["patient"],
+                "disease": disease["name"],
+                "question": symptom_question(disease["symptoms"]),
+                "request": request[0],
+                "response": response[0],
+            }
+        )
+        rows += secret_rows(record_id, "request", request[1])
+        rows += secret_rows(record_id, "response", response[1])
+    return records, with_duplicates(rows)
