@@ -154,7 +154,7 @@ if not selection["kept"]:
     note.text(
         0.5, 0.5,
         f"{short_name(selection['model'])}\n{selected}\n\nnone reached it (best "
-        f"10^{selection['best_log10_esp']:.1f}):\nno public-text panel",
+        f"$10^{{{selection['best_log10_esp']:.1f}}}$):\nno public-text panel",
         transform=note.transAxes, ha="center", va="center", fontsize=9,
     )  # fmt: skip
 save_figure(fig, FIG / "s1_fig2", FORMATS)

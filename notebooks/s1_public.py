@@ -65,18 +65,17 @@ site_packages = sysconfig.get_paths()["purelib"]
 
 zen = {"source": "this.s (rot13)", "license": "Zen of Python", "copies": 1,
        "text": public_text.zen_of_python()}  # fmt: skip
+# Every distinct text is tokenized: duplicates are counted over all of them, capped or not.
 texts = [
     {**row, "ids": tokenizer(row["text"], add_special_tokens=False)["input_ids"]}
-    for row in public_text.first_per_family(
-        public_text.license_texts(site_packages), public["per_family"]
-    )
-    + [zen]
+    for row in public_text.license_texts(site_packages) + [zen]
 ]
 candidates = public_text.candidate_windows(
     texts,
     public["prefix_tokens"],
     public["suffix_tokens"],
     stride=public["stride"],
+    per_family=public["per_family"],
     max_windows=public["max_windows"],
     min_distinct_tokens=public["min_distinct_tokens"],
 )

@@ -113,6 +113,9 @@ def test_identical_windows_are_kept_once_and_count_every_file_that_carries_them(
     assert [(c["seq_id"], c["license"], c["duplicates"]) for c in candidates] == [
         ("a#0", "MIT", 5), ("a#4", "MIT", 3), ("b#4", "BSD", 1), ("c#0", "MIT", 1),
     ]  # fmt: skip
+    # per_family picks the texts windows come from; every text still counts as a carrier.
+    capped = public_text.candidate_windows(texts, 2, 2, stride=4, per_family=1)
+    assert [(c["seq_id"], c["duplicates"]) for c in capped] == [("a#0", 5), ("a#4", 3), ("b#4", 1)]
 
 
 @pytest.mark.parametrize("value", [0, 3])

@@ -114,10 +114,12 @@ def candidate_windows(
     suffix_len: int,
     *,
     stride: int,
+    per_family: int | None = None,
     max_windows: int | None = None,
     min_distinct_tokens: int = 1,
 ) -> list[dict]:
-    """Candidate (prefix, suffix) windows of every text, deduplicated across texts.
+    """Candidate (prefix, suffix) windows of the first per_family texts of each license family
+    (None = all), deduplicated across texts.
 
     texts: [{source, license, ids, copies}] (ids: token ids; copies: how many files carry the
     text). Per text: windows at `stride` (`token_windows`) whose suffix has at least
@@ -125,14 +127,15 @@ def candidate_windows(
     nothing about memorisation), the first max_windows of them (None = all). A window seen in
     an earlier text is kept once, under its first text. Returns [{seq_id, source, license, start,
     prefix_ids, suffix_ids, duplicates}] in text order; seq_id = "<source>#<start>";
-    duplicates = the copies of every text that contains the window at any token offset.
+    duplicates = the copies of every text in `texts`, capped or not, that contains the window at
+    any token offset.
     """
     require(
         1 <= min_distinct_tokens <= suffix_len,
         f"min_distinct_tokens must be in 1..{suffix_len} (suffix_len), got {min_distinct_tokens}",
     )
     by_tokens: dict[tuple[int, ...], dict] = {}
-    for text in texts:
+    for text in first_per_family(texts, per_family):
         windows = [
             w
             for w in token_windows(text["ids"], prefix_len, suffix_len, stride=stride)
