@@ -2,8 +2,10 @@
 # # S1 (Tiwari & Suh): figures, tables and headline numbers
 # Reads only the cached artifacts of s1_scores (family: planted named entities with 4-token
 # suffixes and 50 + 50-token sequences, every size, six decoders), s1_isp (n-ISP of the named
-# entities on the largest size) and s1_public (SmolLM2-135M-Instruct on license texts and the
-# Zen of Python). Decoders (the paper does not list its six; chosen from §5.2 and Table 1):
+# entities on the largest size) and s1_public (SmolLM2-135M-Instruct on the license-text and
+# Zen of Python windows it measurably memorised: sampling ESP >= min_esp; when none did, Fig. 2
+# and metrics say so and no public-text panel is drawn). Decoders (the paper does not list its
+# six; chosen from §5.2 and Table 1):
 # greedy, regular sampling, top-k 5, top-k 10, top-p 0.6, temperature 0.1.
 # Trends (Fig. 3, Tables 4-5) and token positions (Fig. 4) use regular sampling, i.e. the
 # model's own distribution: greedy ESPs are 0/1 and would make trends meaningless.
@@ -46,18 +48,13 @@ TREND_DECODER = "sampling"
 LABELS = {"named_entity": "family NE (4-token)", "long_sequence": "family 50-token",
           "public_text": "public text (50-token)"}  # fmt: skip
 
-esp = pd.concat(
-    [pd.read_parquet(S1 / "scores" / "esp.parquet"), pd.read_parquet(S1 / "public" / "esp.parquet")]
-)
-tp = pd.concat(
-    [pd.read_parquet(S1 / "scores" / "tp.parquet"), pd.read_parquet(S1 / "public" / "tp.parquet")]
-)
-sequences = pd.concat(
-    [
-        pd.read_parquet(S1 / "scores" / "sequences.parquet"),
-        pd.read_parquet(S1 / "public" / "sequences.parquet"),
-    ]
-).set_index("seq_id")
+# s1_public writes scores only for the candidates it kept (sampling ESP >= min_esp).
+selection = json.loads((S1 / "public" / "selection.json").read_text())
+sources = ["scores", "public"] if selection["kept"] else ["scores"]
+esp = pd.concat([pd.read_parquet(S1 / s / "esp.parquet") for s in sources])
+tp = pd.concat([pd.read_parquet(S1 / s / "tp.parquet") for s in sources])
+sequences = pd.concat([pd.read_parquet(S1 / s / "sequences.parquet") for s in sources])
+sequences = sequences.set_index("seq_id")
 montecarlo = pd.read_parquet(S1 / "scores" / "montecarlo.parquet")
 isp = pd.read_parquet(S1 / "isp" / "isp.parquet")
 leaves = pd.read_parquet(S1 / "isp" / "leaves.parquet")
@@ -67,7 +64,17 @@ full_prefix = int(esp["prefix_len"].max())
 ranks = esp[esp["kind"] != "public_text"].drop_duplicates("model").sort_values("model_rank")
 family_models = ranks["model"].tolist()
 largest = family_models[-1]
+selected = (
+    f"public text: {selection['kept']} of {selection['candidates']} candidate windows\n"
+    f"with sampling ESP ≥ {selection['min_esp']:g}"
+)
 metrics: dict = {"decoders": decoders, "family_models": family_models}
+metrics["public_selection"] = selection | {"panel": selected.replace("\n", " ")}
+if not selection["kept"]:
+    metrics["public_selection"]["note"] = (
+        "no candidate reached the threshold (best sampling ESP "
+        f"10^{selection['best_log10_esp']:.1f}); the public-text panel is not drawn"
+    )
 # The model each dataset's leak analysis uses, for titles (public text: s1_public's one model).
 analysed = {
     kind: short_name(largest if kind != "public_text" else frame["model"].iloc[0])
@@ -84,7 +91,9 @@ kinds = [k for k in LABELS if k in datasets]
 # Solid: counted with the paper's rule (ESP >= 1/X), our ESPs, not the paper's numbers (column
 # `pct_rule_esp_ge_1_over_X`). Dashed: the exact expectation mean(1 - (1 - ESP)^X). Bands: 95%
 # bootstrap intervals over sequences. Second figure: Monte-Carlo with the real sampler on a
-# subset (family only), against the closed form on the same subset.
+# subset (family only), against the closed form on the same subset. Public text: the panel's
+# title says how many measured candidate windows passed the ESP threshold; when none did, a
+# text-only panel says so in place of the curves.
 
 
 # %%
@@ -121,22 +130,33 @@ for kind in kinds:
 curves = pd.DataFrame(curve_rows)
 per_seq = pd.concat(figure_rows, ignore_index=True)
 
-fig, axes = plt.subplots(1, len(kinds), figsize=(3.2 * len(kinds) + 1.6, 3), squeeze=False)
-for ax, kind in zip(axes[0], kinds, strict=True):
+panels = len(kinds) + (not selection["kept"])
+fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels + 1.6, 3), squeeze=False)
+for ax, kind in zip(axes[0], kinds, strict=False):
     part = per_seq[per_seq["dataset"] == kind]
     sns.lineplot(
         data=part, x="X", y="pct", hue="decoder", hue_order=decoders, style="curve",
         style_order=[RULE_LABEL, EXPECTED_LABEL], ax=ax, **BOOTSTRAP,
     )  # fmt: skip
     count = part.groupby(["decoder", "curve", "X"]).size().min()
-    ax.set_title(f"{LABELS[kind]}\n{analysed[kind]}, {count} sequences", fontsize=9)
+    title = selected if kind == "public_text" else LABELS[kind]
+    ax.set_title(f"{title}\n{analysed[kind]}, {count} sequences", fontsize=9)
     ax.set_xlabel("X (samples per sequence)")
     ax.set_ylabel("")
     ax.set_xscale("log")
 axes[0][0].set_ylabel("% sequences leaked within X")
 outside_legend(fig, axes[0][0])
-for ax in axes[0][1:]:
+for ax in axes[0][1 : len(kinds)]:
     ax.get_legend().remove()
+if not selection["kept"]:
+    note = axes[0][-1]
+    note.axis("off")
+    note.text(
+        0.5, 0.5,
+        f"{short_name(selection['model'])}\n{selected}\n\nnone reached it (best "
+        f"$10^{{{selection['best_log10_esp']:.1f}}}$):\nno public-text panel",
+        transform=note.transAxes, ha="center", va="center", fontsize=9,
+    )  # fmt: skip
 save_figure(fig, FIG / "s1_fig2", FORMATS)
 save_table(curves[curves["X"].isin([1, 2, 5, 10, 20, 30, 50, 100])], FIG / "s1_fig2_data")
 

@@ -1,10 +1,15 @@
 # %% [markdown]
 # # S1 on a real pretrained model: SmolLM2-135M-Instruct on public text it very likely saw
 # License texts of the installed packages (MIT, Apache-2.0, BSD: copied verbatim into countless
-# repositories, so heavily duplicated in web-scale pretraining data) and the Zen of Python, cut
-# into 50 + 50-token windows (the first window of each distinct text; `per_license` texts per
-# license family in sorted path order, plus every window of the Zen). One teacher-forced pass
-# gives TP/ESP under all six decoders for prefix lengths 10..50 (last L prefix tokens).
+# repositories, so heavily duplicated in web-scale pretraining data) and the Zen of Python.
+# Which texts the model has memorised is measured, not assumed: every 50 + 50-token window at
+# `stride` of every distinct text (first `per_family` texts per family, `max_windows` per text,
+# suffixes with >= `min_distinct_tokens` distinct tokens, identical windows kept once and their
+# carrying license files counted in `duplicates`) is a candidate; one teacher-forced pass gives
+# each candidate's ESP under regular sampling, and the candidates with ESP >= `min_esp` are the
+# panel's sequences. Those get TP/ESP under all six decoders for prefix lengths 10..50.
+# Outputs: candidates.parquet and selection.json always; sequences, esp and tp parquets only when
+# some candidate passed (render_s1 then says in Fig. 2 and metrics that none did).
 # The license files come from the pinned environment (requirements.txt is a dependency).
 
 # %% tags=["parameters"]
@@ -23,13 +28,19 @@ scores = {
 }
 public = {
     "model": "smollm2-135m-instruct",
-    "per_license": 1,
+    "per_family": 1,
+    "max_windows": 1,
+    "stride": 50,
+    "min_distinct_tokens": 10,
+    "min_esp": 0.001,
     "prefix_tokens": 50,
     "suffix_tokens": 50,
     "batch_size": 4,
 }
 
 # %%
+import json
+import math
 import sysconfig
 
 import pandas as pd
@@ -52,64 +63,93 @@ model, tokenizer = registry.load(
 )
 site_packages = sysconfig.get_paths()["purelib"]
 
-texts = []
-for family in public_text.LICENSE_MARKERS:
-    rows = [r for r in public_text.license_texts(site_packages) if r["license"] == family]
-    texts += rows[: public["per_license"]]
-texts.append(
-    {"source": "this.s (rot13)", "license": "Zen of Python", "text": public_text.zen_of_python()}
+zen = {"source": "this.s (rot13)", "license": "Zen of Python", "copies": 1,
+       "text": public_text.zen_of_python()}  # fmt: skip
+# Every distinct text is tokenized: duplicates are counted over all of them, capped or not.
+texts = [
+    {**row, "ids": tokenizer(row["text"], add_special_tokens=False)["input_ids"]}
+    for row in public_text.license_texts(site_packages) + [zen]
+]
+candidates = public_text.candidate_windows(
+    texts,
+    public["prefix_tokens"],
+    public["suffix_tokens"],
+    stride=public["stride"],
+    per_family=public["per_family"],
+    max_windows=public["max_windows"],
+    min_distinct_tokens=public["min_distinct_tokens"],
 )
+require(bool(candidates), "s1_public: no candidate window (texts shorter than one window?)")
+pd.DataFrame(candidates).groupby("license").size()
 
-sequences = []
-for row in texts:
-    ids = tokenizer(row["text"], add_special_tokens=False)["input_ids"]
-    windows = public_text.token_windows(
-        ids,
-        public["prefix_tokens"],
-        public["suffix_tokens"],
-        max_windows=None if row["license"] == "Zen of Python" else 1,
-    )
-    for w, (prefix_ids, suffix_ids) in enumerate(windows):
-        sequences.append(
-            {
-                "seq_id": f"{row['source']}#{w}",
-                "kind": "public_text",
-                "source": row["source"],
-                "license": row["license"],
-                "duplicates": -1,  # unknown for real pretraining data
-                "prefix_ids": prefix_ids,
-                "suffix_ids": suffix_ids,
-                "prefix_text": tokenizer.decode(prefix_ids),
-                "suffix_text": tokenizer.decode(suffix_ids),
-                "suffix_tokens": tokenizer.convert_ids_to_tokens(suffix_ids),
-            }
-        )
-require(bool(sequences), "the public-text sequence set is empty")
-pd.DataFrame(sequences).to_parquet(OUT / "sequences.parquet", index=False)
-pd.DataFrame(sequences).groupby("license").size()
+# %% [markdown]
+# ## Selection: the candidates the model has measurably memorised (sampling ESP >= min_esp)
 
 # %%
-parameters = sum(p.numel() for p in model.parameters())
-esp_rows, tp_rows = seq.prefix_length_rows(
+sampling = {"sampling": transforms["sampling"]}
+candidate_logprobs = seq.suffix_logprobs(
     model,
-    sequences,
-    prefix_lengths,
-    transforms,
-    model_fields={"model": public["model"], "model_rank": 0, "parameters": parameters},
-    tp_prefix_len=public["prefix_tokens"],
+    [c["prefix_ids"] for c in candidates],
+    [c["suffix_ids"] for c in candidates],
+    sampling,
     batch_size=public["batch_size"],
     pad_id=tokenizer.pad_token_id,
 )
-esp = pd.DataFrame(esp_rows)
-tp = pd.DataFrame(tp_rows)
-require(
-    bool(not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()),
-    "s1_public: a log ESP is missing or above 0",
-)
-require(
-    bool(not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()),
-    "s1_public: a log TP is missing or above 0",
-)
-esp.to_parquet(OUT / "esp.parquet", index=False)
-tp.to_parquet(OUT / "tp.parquet", index=False)
-esp[esp["prefix_len"] == public["prefix_tokens"]].groupby("decoder")["log_esp"].describe()
+candidate_esp = seq.log_esp(candidate_logprobs["sampling"])
+kept, selection = public_text.select_memorised(candidates, candidate_esp, public["min_esp"])
+selection |= {"model": public["model"], "best_log10_esp": float(candidate_esp.max() / math.log(10))}
+measured = pd.DataFrame(candidates).drop(columns=["prefix_ids", "suffix_ids"])
+measured = measured.assign(log_esp_sampling=candidate_esp, kept=measured.index.isin(kept))
+measured.to_parquet(OUT / "candidates.parquet", index=False)
+(OUT / "selection.json").write_text(json.dumps(selection, indent=2, sort_keys=True) + "\n")
+# A rerun outside DVC must not leave an earlier selection's scores behind.
+for name in ("sequences.parquet", "esp.parquet", "tp.parquet"):
+    (OUT / name).unlink(missing_ok=True)
+selection
+
+# %%
+sequences = [
+    {
+        **{k: candidates[i][k] for k in ("seq_id", "source", "license", "duplicates")},
+        "kind": "public_text",
+        "prefix_ids": candidates[i]["prefix_ids"],
+        "suffix_ids": candidates[i]["suffix_ids"],
+        "prefix_text": tokenizer.decode(candidates[i]["prefix_ids"]),
+        "suffix_text": tokenizer.decode(candidates[i]["suffix_ids"]),
+        "suffix_tokens": tokenizer.convert_ids_to_tokens(candidates[i]["suffix_ids"]),
+    }
+    for i in kept
+]
+if sequences:
+    pd.DataFrame(sequences).to_parquet(OUT / "sequences.parquet", index=False)
+    parameters = sum(p.numel() for p in model.parameters())
+    esp_rows, tp_rows = seq.prefix_length_rows(
+        model,
+        sequences,
+        prefix_lengths,
+        transforms,
+        model_fields={"model": public["model"], "model_rank": 0, "parameters": parameters},
+        tp_prefix_len=public["prefix_tokens"],
+        batch_size=public["batch_size"],
+        pad_id=tokenizer.pad_token_id,
+    )
+    esp = pd.DataFrame(esp_rows)
+    tp = pd.DataFrame(tp_rows)
+    require(
+        bool(not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()),
+        "s1_public: a log ESP is missing or above 0",
+    )
+    require(
+        bool(not tp["log_tp"].isna().any() and (tp["log_tp"] <= 1e-6).all()),
+        "s1_public: a log TP is missing or above 0",
+    )
+    esp.to_parquet(OUT / "esp.parquet", index=False)
+    tp.to_parquet(OUT / "tp.parquet", index=False)
+    print(
+        esp[esp["prefix_len"] == public["prefix_tokens"]].groupby("decoder")["log_esp"].describe()
+    )
+else:
+    print(
+        f"no candidate reached sampling ESP >= {public['min_esp']:g} "
+        f"(best 1e{selection['best_log10_esp']:.1f}): the public-text panel is not drawn"
+    )

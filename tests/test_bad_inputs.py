@@ -375,6 +375,19 @@ CASES = {
         [1, 5],
         "s1.smoke.isp.n[1] = 5: must be <= scores.ne_suffix_tokens (4)",
     ),
+    "public_min_distinct_beyond_suffix": Case(
+        "s1.smoke.public.min_distinct_tokens",
+        60,
+        "s1.smoke.public.min_distinct_tokens = 60: must be <= suffix_tokens (50)",
+    ),
+    "public_min_esp_zero": Case(
+        "s1.smoke.public.min_esp", 0, "s1.smoke.public.min_esp = 0: must be a number in (0, 1]"
+    ),
+    "public_per_family_zero": Case(
+        "s1.smoke.public.per_family",
+        0,
+        "s1.smoke.public.per_family = 0: must be null or an integer >= 1",
+    ),
     "x_check_beyond_x_max": Case(
         "s1.smoke.render.x_check", 200, "s1.smoke.render.x_check = 200: must be <= x_max (100)"
     ),

@@ -145,7 +145,7 @@ def _paper_params(root: Path, lms: dict, hub: dict, factkb: str) -> dict:
     }
     s1["scores"]["monte_carlo"] |= {"sequences": 2, "samples": 5}
     s1["isp"] |= {"sampling_expand": 16, "batch_size": 8}
-    s1["public"] |= {"model": lms["llama"], "per_license": 1, "batch_size": 8}
+    s1["public"] |= {"model": lms["llama"], "per_family": 1, "max_windows": 1, "batch_size": 8}
     s0 = params["s0"]["paper"]
     s0 |= {
         "lms": [lms["opt"], lms["llama"]],

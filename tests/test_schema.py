@@ -106,3 +106,29 @@ def test_load_is_fast():
     )
     # ~0.2 s of CPU on a quiet machine; generous for a shared one.
     assert float(result.stdout) < 1.5
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("per_family", 0, "per_family = 0: must be null or an integer >= 1"),
+        ("max_windows", 2.5, "max_windows = 2.5: must be null or an integer >= 1"),
+        ("stride", 0, "stride = 0: must be an integer >= 1"),
+        ("min_distinct_tokens", 0, "min_distinct_tokens = 0: must be an integer >= 1"),
+        ("min_distinct_tokens", 51, r"min_distinct_tokens = 51: must be <= suffix_tokens \(50\)"),
+        ("min_esp", 0.0, r"min_esp = 0.0: must be a number in \(0, 1\]"),
+        ("min_esp", 1.5, r"min_esp = 1.5: must be a number in \(0, 1\]"),
+        (
+            "min_esp",
+            "1e-3",
+            r"min_esp = '1e-3': must be a number in \(0, 1\] \(YAML reads 1e-3 as text",
+        ),
+        ("per_license", 1, "per_license: unknown key"),
+    ],
+)
+def test_public_text_selection_params_are_one_line_errors(key, value, message):
+    bad = params() | {"profile": "smoke"}
+    bad["s1"]["smoke"]["public"][key] = value
+    with pytest.raises(PrivleakError, match=r"^params.yaml: s1\.smoke\.public\." + message) as err:
+        schema.validate(bad)
+    assert "\n" not in str(err.value)

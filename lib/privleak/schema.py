@@ -521,10 +521,24 @@ class Isp(Strict):
 
 class Public(Strict):
     model: Annotated[str, TEXT]
-    per_license: Annotated[int, COUNT]
+    per_family: Annotated[int | None, _optional(COUNT)]
+    max_windows: Annotated[int | None, _optional(COUNT)]
+    stride: Annotated[int, COUNT]
+    min_distinct_tokens: Annotated[int, COUNT]
+    min_esp: Annotated[float, MASS]
     prefix_tokens: Annotated[int, COUNT]
     suffix_tokens: Annotated[int, COUNT]
     batch_size: Annotated[int, COUNT]
+
+    @model_validator(mode="after")
+    def _distinct_within_suffix(self) -> Self:
+        if self.min_distinct_tokens > self.suffix_tokens:
+            raise _fail(
+                f"must be <= suffix_tokens ({self.suffix_tokens})",
+                "min_distinct_tokens",
+                value=self.min_distinct_tokens,
+            )
+        return self
 
 
 class Render(Strict):
