@@ -75,11 +75,13 @@ ngram = pd.read_parquet(S0 / "ngram" / "ngram.parquet")
 bounded = pd.read_parquet(S0 / "ngram" / "bounded.parquet")
 family = pd.read_parquet(S0 / "family" / "responses.parquet")
 family_grams = pd.read_parquet(S0 / "family" / "ngram.parquet")
+# s1_public writes ESP/TP tables only when some candidate window passed its min_esp selection.
+public_esp, public_tp = S1 / "public" / "esp.parquet", S1 / "public" / "tp.parquet"
 esp = pd.concat(
-    [pd.read_parquet(S1 / "scores" / "esp.parquet"), pd.read_parquet(S1 / "public" / "esp.parquet")]
+    [pd.read_parquet(p) for p in (S1 / "scores" / "esp.parquet", public_esp) if p.exists()]
 )
 tp = pd.concat(
-    [pd.read_parquet(S1 / "scores" / "tp.parquet"), pd.read_parquet(S1 / "public" / "tp.parquet")]
+    [pd.read_parquet(p) for p in (S1 / "scores" / "tp.parquet", public_tp) if p.exists()]
 )
 isp = pd.read_parquet(S1 / "isp" / "isp.parquet")
 leaves = pd.read_parquet(S1 / "isp" / "leaves.parquet")
