@@ -27,6 +27,7 @@ SECRET_KEYS = {"record_id", "field", "start", "end", "kind", "text", "duplicates
 SMALL = {
     "cnn_dm": (4, {"min_words": 120}),
     "pubmedqa": (4, {"min_words": 120}),
+    "medical_dirichlet": (12, {"diseases": 4, "rare_details": 3}),
     "pretrain": (
         12,
         {
@@ -303,7 +304,7 @@ BAD_INPUT = [
     (
         "generator",
         lambda t: load_corpus("synthetic:wiki", n=2),
-        "generator 'wiki' is unknown; allowed: cnn_dm, pretrain, pubmedqa",
+        "generator 'wiki' is unknown; allowed: cnn_dm, medical_dirichlet, pretrain, pubmedqa",
     ),
     ("missing-file", lambda t: load_corpus(f"file:{t / 'nope.jsonl'}"), r"nope\.jsonl' does not"),
     (

@@ -23,7 +23,8 @@ from pydantic_core import PydanticCustomError, core_schema
 from privleak.errors import PrivleakError
 from privleak.params import PROFILES
 
-GENERATORS = ("cnn_dm", "pretrain", "pubmedqa")  # privleak.data.synthetic.GENERATORS
+# privleak.data.synthetic.GENERATORS
+GENERATORS = ("cnn_dm", "medical_dirichlet", "pretrain", "pubmedqa")
 FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.loaders.FILE_TYPES
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 DTYPES = ("float32", "float16", "bfloat16")  # privleak.models.DTYPES
@@ -353,7 +354,18 @@ class PretrainOptions(Strict):
     long_suffix_words: Annotated[int, COUNT] = 40
 
 
-GENERATOR_OPTIONS = {"cnn_dm": TextOptions, "pretrain": PretrainOptions, "pubmedqa": TextOptions}
+class MedicalOptions(Strict):
+    diseases: Annotated[int, COUNT] = 100
+    concentration: Annotated[float, POSITIVE] = 0.5
+    rare_details: Annotated[int, INDEX] = 20
+
+
+GENERATOR_OPTIONS = {
+    "cnn_dm": TextOptions,
+    "medical_dirichlet": MedicalOptions,
+    "pretrain": PretrainOptions,
+    "pubmedqa": TextOptions,
+}
 
 
 class Slot(Strict):
@@ -720,6 +732,94 @@ class S0(Strict):
         return self
 
 
+PROBABILITY = Rule(lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)", number=True)
+
+
+class S4Budget(Strict):
+    epsilon: Annotated[float, POSITIVE]
+    delta: Annotated[float, PROBABILITY]
+    retrieval_epsilon: Annotated[float, POSITIVE]
+
+    @model_validator(mode="after")
+    def _share(self) -> Self:
+        if self.retrieval_epsilon >= self.epsilon:
+            raise _fail(
+                f"must be < epsilon ({self.epsilon}), so that the tokens get a share",
+                "retrieval_epsilon",
+                value=self.retrieval_epsilon,
+            )
+        return self
+
+
+class S4Retrieval(Strict):
+    utility: Annotated[str, _one_of("top_k", "top_p")]
+    k: Annotated[int, COUNT]
+    p: Annotated[float, MASS]
+    alpha: Annotated[float, POSITIVE]  # the top-p weights' exp(alpha (s - high) / (high - low))
+    score_range: Annotated[list[float], Field(min_length=2, max_length=2)]
+    max_retrieve: Annotated[int, COUNT]
+
+    @model_validator(mode="after")
+    def _range(self) -> Self:
+        low, high = self.score_range
+        if not (-1 <= low < high <= 1):
+            raise _fail("must be [low, high] with -1 <= low < high <= 1 (cosine scores)",
+                        "score_range", value=self.score_range)  # fmt: skip
+        return self
+
+
+class S4DPICL(Strict):
+    alpha: Annotated[float, POSITIVE]
+    clip: Annotated[float, POSITIVE]
+    theta: Annotated[float, NON_NEGATIVE]
+
+
+class S4Generation(Strict):
+    template: Annotated[str, _one_of("chat", "plain")]
+    max_new_tokens: Annotated[int, COUNT]
+    min_new_tokens: Annotated[int, INDEX]
+    max_batch_streams: Annotated[int, COUNT]
+    rag_k: Annotated[int, COUNT]  # the non-private baseline's exact top-k documents
+
+
+class S4Densities(Strict):  # F4/F5: the threshold densities over one query's scores
+    documents: Annotated[int, COUNT]
+    epsilon: Annotated[float, POSITIVE]
+    k: Annotated[int, COUNT]
+    p: Annotated[float, MASS]
+    draws: Annotated[int, _at_least(100)]
+
+
+class S4(Strict):
+    lm: Annotated[str, TEXT]
+    corpus: Slot
+    embed_batch_size: Annotated[int, COUNT]
+    max_diseases: Annotated[int | None, _optional(COUNT)]
+    budget: S4Budget
+    retrieval: S4Retrieval
+    dp_icl: S4DPICL
+    generation: S4Generation
+    densities: S4Densities
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        gen, retrieval = self.generation, self.retrieval
+        if gen.min_new_tokens > gen.max_new_tokens:
+            raise _fail(f"must be <= max_new_tokens ({gen.max_new_tokens})",
+                        "generation.min_new_tokens", value=gen.min_new_tokens)  # fmt: skip
+        if gen.max_batch_streams < 1 + retrieval.max_retrieve:
+            raise _fail(
+                f"must be >= 1 + retrieval.max_retrieve ({1 + retrieval.max_retrieve}): one "
+                "question's public and document streams decode together",
+                "generation.max_batch_streams",
+                value=gen.max_batch_streams,
+            )
+        if self.corpus.n is not None and self.densities.documents > self.corpus.n:
+            raise _fail(f"must be <= corpus.n ({self.corpus.n})", "densities.documents",
+                        value=self.densities.documents)  # fmt: skip
+        return self
+
+
 class Claims(Strict):
     n_boot: Annotated[int, _at_least(100)]
     seed: Annotated[int, INDEX]
@@ -740,6 +840,7 @@ class Params(Strict):
     family: per_profile(Family, "FamilyGroup")
     s1: per_profile(S1, "S1Group")
     s0: per_profile(S0, "S0Group")
+    s4: per_profile(S4, "S4Group")
     claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")

@@ -92,6 +92,22 @@ def symptom_question(symptoms: list[str]) -> str:
     return f"I am experiencing the following symptoms: {listed}. What is my disease?"
 
 
+SERIAL = " with serial number "
+
+
+def rare_detail_question(patient: str, detail: str) -> dict:
+    """The question that asks for a planted rare detail ('<implant> with serial number XX-1234'
+    of `patient`): {question, answer_prefix, fact}, where fact (the serial, with its leading
+    space) is what only that patient's document holds and answer_prefix is forced before it."""
+    require(SERIAL in detail, f"not a planted rare detail: {detail!r}")
+    implant, serial = detail.split(SERIAL)
+    return {
+        "question": f"What is the serial number of {patient}'s {implant}?",
+        "answer_prefix": f"The serial number of {patient}'s {implant} is",
+        "fact": f" {serial}",
+    }
+
+
 def _listed(symptoms: list[str]) -> str:
     return ", ".join(symptoms[:-1]) + f", and {symptoms[-1]}"
 
@@ -99,8 +115,7 @@ def _listed(symptoms: list[str]) -> str:
 def _rare_detail(fake, rng: random.Random, seen: set[str]) -> tuple[str, list[dict]]:
     """'I also have a(n) <implant> with serial number XX-1234.' with the detail as a span; serials
     never repeat, so the detail occurs in exactly one document."""
-    while (detail := f"{rng.choice(_IMPLANTS)} with serial number "
-                      f"{fake.bothify('??-####').upper()}") in seen:  # fmt: skip
+    while (detail := f"{rng.choice(_IMPLANTS)}{SERIAL}{fake.bothify('??-####').upper()}") in seen:
         pass
     seen.add(detail)
     lead = "I also have an " if detail[0] in "aeiou" else "I also have a "
@@ -121,7 +136,8 @@ def medical_dirichlet(
     concentration: float = 0.5,
     rare_details: int = 20,
 ) -> tuple[list[dict], list[dict]]:
-    """n patient documents: records {id, patient, disease, question, request, response} where
+    """n patient documents: records {id, unit, patient, disease, question, request, response}
+    where `unit` is the privacy unit (one per patient: names can repeat, units cannot) and
     `question` is the disease's public symptom query. Disease frequencies ~ Dirichlet(concentration)
     over `diseases` invented diseases. Planted: the patient's name in request and response (kind
     "name"), and for the first `rare_details` patients a one-document detail in the request (kind
@@ -156,6 +172,7 @@ def medical_dirichlet(
         records.append(
             {
                 "id": record_id,
+                "unit": f"patient-{index:06d}",
                 "patient": facts["patient"],
                 "disease": disease["name"],
                 "question": symptom_question(disease["symptoms"]),

@@ -13,12 +13,14 @@ import inspect
 from collections.abc import Callable
 
 from privleak.data.cnn_dm import cnn_dm
+from privleak.data.medical import medical_dirichlet
 from privleak.data.pretrain import pretrain
 from privleak.data.pubmedqa import pubmedqa
 from privleak.errors import PrivleakError, require
 
 GENERATORS: dict[str, Callable[..., tuple[list[dict], list[dict]]]] = {
     "cnn_dm": cnn_dm,
+    "medical_dirichlet": medical_dirichlet,
     "pretrain": pretrain,
     "pubmedqa": pubmedqa,
 }

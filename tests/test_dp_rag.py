@@ -1,0 +1,226 @@
+"""DP-RAG end to end (privleak.dp_rag): units, the budget split, retrieval, prompts, generation
+through the shared decoder, and the exact log-probs of forced continuations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from privleak.accounting import composed_epsilon
+from privleak.dp_rag import (
+    DPICLSettings,
+    check_units,
+    cosine_scores,
+    dp_icl_forced_logprobs,
+    dp_rag_generate,
+    forced_logprobs,
+    lm_forced_logprobs,
+    names_disease,
+    prompt_ids,
+    prompt_text,
+    rag_generate,
+    retrieve,
+    split_budget,
+    stream_prompts,
+)
+from privleak.errors import PrivleakError
+from tests.conftest import tiny_llama, word_tokenizer
+
+DOCS = ["the cat sat on the mat", "a dog ran to the park", "alice sat on a mat", "bob ran"]
+QUESTIONS = ["the cat ran", "a dog sat", "bob and alice"]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return tiny_llama(vocab_size=16, window=128), word_tokenizer(add_bos=True)
+
+
+def test_units_must_exist_and_own_one_document_each():
+    check_units([{"id": "a", "unit": "p1"}, {"id": "b", "unit": "p2"}])
+    with pytest.raises(PrivleakError, match="record 1 .*no privacy-unit id in field 'unit'"):
+        check_units([{"id": "a", "unit": "p1"}, {"id": "b"}])
+    with pytest.raises(PrivleakError, match="no privacy-unit id"):
+        check_units([{"id": "a", "unit": "  "}])
+    with pytest.raises(PrivleakError, match="unit 'p1' owns records 0 and 2"):
+        check_units([{"id": i, "unit": unit} for i, unit in enumerate(["p1", "p2", "p1"])])
+    with pytest.raises(PrivleakError, match="is empty"):
+        check_units([])
+
+
+def test_accuracy_rule_ignores_case_and_punctuation_not_spelling():
+    assert names_disease("It may be FLUMPLENAXISM.", "Flumplenaxism")
+    assert names_disease("a condition called Zorb-ilaxis", "Zorbilaxis")
+    assert not names_disease("It may be Flumplenaxis.", "Flumplenaxism")
+    assert not names_disease("", "Snurfluxias")
+
+
+def test_budget_split_composes_to_the_total():
+    budget = split_budget(5.0, 1e-3, 0.5, 20)
+    assert budget.composed <= 5.0 + 1e-9
+    # The split is tight: 1 % more per token overspends.
+    over = composed_epsilon([(0.5, 1), (budget.token_epsilon * 1.01, 20)], 1e-3)
+    assert over > 5.0
+    # Composition beats adding epsilons: 20 tokens get more than (5 - 0.5) / 20 each.
+    assert budget.token_epsilon > 4.5 / 20
+    with pytest.raises(PrivleakError, match=r"retrieval_epsilon \(5.0\) must be < epsilon"):
+        split_budget(5.0, 1e-3, 5.0, 20)
+    with pytest.raises(PrivleakError, match=r"DP-RAG delta must be in \(0, 1\)"):
+        split_budget(5.0, 1.0, 0.5, 20)
+    with pytest.raises(PrivleakError, match="DP-RAG epsilon must be a finite number > 0"):
+        split_budget(0.0, 1e-3, 0.5, 20)
+
+
+def test_retrieve_is_seeded_by_key_and_capped_best_first():
+    scores = np.linspace(0.1, 0.9, 40)
+    first = retrieve(scores, epsilon=1.0, seed=3, key="q1", max_retrieve=5, k=10)
+    again = retrieve(scores, epsilon=1.0, seed=3, key="q1", max_retrieve=5, k=10)
+    assert first == again
+    assert first.above == int((scores >= first.threshold).sum())
+    assert len(first.chosen) == min(5, first.above)
+    assert list(scores[first.chosen]) == sorted(scores[first.chosen], reverse=True)
+    assert all(scores[i] >= first.threshold for i in first.chosen)
+    draws = {retrieve(scores, epsilon=1.0, seed=3, key=f"q{i}", max_retrieve=5, k=10).threshold
+             for i in range(5)}  # fmt: skip
+    assert len(draws) == 5
+    with pytest.raises(PrivleakError, match="max_retrieve must be >= 1"):
+        retrieve(scores, epsilon=1.0, seed=3, key="q", max_retrieve=0, k=10)
+    with pytest.raises(PrivleakError, match="k must be an integer >= 1"):
+        retrieve(scores, epsilon=1.0, seed=3, key="q", max_retrieve=5, k=0)
+    with pytest.raises(PrivleakError, match=r"p must be in \(0, 1\]"):
+        retrieve(scores, epsilon=1.0, seed=3, key="q", max_retrieve=5, p=1.5)
+
+
+def test_cosine_scores_of_normalised_vectors():
+    vectors = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=np.float32)
+    np.testing.assert_allclose(cosine_scores(vectors[:1], vectors), [[1.0, 0.6, 0.0]], atol=1e-7)
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_prompt_layouts():
+    tokenizer = word_tokenizer(add_bos=True)
+    assert prompt_text(tokenizer, "q?", [], "plain") == "Question: q?\nAnswer:"
+    one = prompt_text(tokenizer, "q?", ["d1"], "plain")
+    assert one == "Document: d1\n\nQuestion: q?\nAnswer:"
+    several = prompt_text(tokenizer, "q?", ["d1", "d2"], "plain")
+    assert several.startswith("Documents:\n- d1\n- d2\n\n")
+    with pytest.raises(PrivleakError, match="'chat' needs a tokenizer with a chat template"):
+        prompt_text(tokenizer, "q?", [], "chat")
+    tokenizer.chat_template = CHATML
+    chat = prompt_text(tokenizer, "q?", ["d1"], "chat")
+    assert chat == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        "Document: d1\n\nQuestion: q?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    # the template writes its own specials: no BOS added on top
+    assert prompt_ids(tokenizer, "the cat", [], "chat")[0] != tokenizer.bos_token_id
+    assert prompt_ids(tokenizer, "the cat", [], "plain")[0] == tokenizer.bos_token_id
+    with pytest.raises(PrivleakError, match="template 'xml' is unknown"):
+        prompt_text(tokenizer, "q?", [], "xml")
+
+
+def test_settings_reject_bad_mechanism_params():
+    with pytest.raises(PrivleakError, match="DP-ICL epsilon per token must be a finite number > 0"):
+        DPICLSettings(epsilon=-1.0)
+    with pytest.raises(PrivleakError, match=r"C \(DP-ICL clipping\) must be > 0"):
+        DPICLSettings(epsilon=1.0, clip=0.0)
+
+
+def _generate(lm, questions, documents, keys, **kwargs):
+    model, tokenizer = lm
+    options = {"template": "plain", "max_new_tokens": 6, "seed": 7, **kwargs}
+    return dp_rag_generate(
+        model, tokenizer, questions, documents, DPICLSettings(epsilon=2.0), keys=keys, **options
+    )
+
+
+def test_responses_do_not_depend_on_batching_or_other_questions(lm):
+    documents = [DOCS[:2], DOCS[1:4], []]
+    together = _generate(lm, QUESTIONS, documents, ["a", "b", "c"])
+    small_batches = _generate(lm, QUESTIONS, documents, ["a", "b", "c"], max_batch_streams=4)
+    alone = _generate(lm, QUESTIONS[1:2], documents[1:2], ["b"])
+    assert [r["tokens"] for r in together] == [r["tokens"] for r in small_batches]
+    assert together[1]["tokens"] == alone[0]["tokens"]
+    assert [r["documents"] for r in together] == [2, 3, 0]
+    assert [r["public_only"] for r in together] == [False, False, True]
+
+
+def test_decoder_log_probs_equal_the_exact_forced_ones(lm):
+    """The log-prob the decoder recorded for each token it sampled equals the forced
+    computation (one teacher-forced forward, the mix applied per position): the planted-fact
+    measurement reads the very distribution DP-RAG samples from."""
+    model, tokenizer = lm
+    settings = DPICLSettings(epsilon=2.0, alpha=2.0, clip=0.4, theta=0.5)
+    for docs in (DOCS[:3], []):
+        (row,) = dp_rag_generate(
+            model, tokenizer, ["the cat ran"], [docs], settings, keys=["x"], template="plain",
+            max_new_tokens=5, min_new_tokens=2, seed=1,
+        )  # fmt: skip
+        streams = stream_prompts(tokenizer, "the cat ran", docs, "plain")
+        forced = dp_icl_forced_logprobs(
+            model, streams, row["tokens"], settings, pad_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id, blocked_steps=2,
+        )  # fmt: skip
+        torch.testing.assert_close(forced, torch.tensor(row["sample_logprobs"]), atol=1e-5, rtol=0)
+
+
+def test_rag_baseline_is_greedy_over_one_prompt(lm):
+    model, tokenizer = lm
+    (row,) = rag_generate(
+        model, tokenizer, ["a dog sat"], [DOCS[:2]], keys=["q"], template="plain", max_new_tokens=4
+    )
+    prompt = prompt_ids(tokenizer, "a dog sat", DOCS[:2], "plain")
+    logprobs = forced_logprobs(model, [prompt], row["tokens"], tokenizer.pad_token_id)[0]
+    assert logprobs.argmax(-1).tolist() == row["tokens"]
+    forced = lm_forced_logprobs(model, prompt, row["tokens"], pad_id=tokenizer.pad_token_id)
+    torch.testing.assert_close(forced, logprobs.max(-1).values, atol=1e-6, rtol=0)
+
+
+def _mix_logprobs(settings: DPICLSettings, streams: torch.Tensor) -> torch.Tensor:
+    logits, _ = settings.mix(streams.shape[0] - 1)(streams[None], torch.tensor([0]), 0)
+    return torch.log_softmax(logits[0], -1)
+
+
+def test_a_swap_under_the_cap_needs_sensitivity_2c():
+    """Hand-built worst case, vocabulary 5, C = 0.3, alpha 1 (l_clipped is +C at a
+    document's argmax and -C elsewhere). Documents A and C both favour token 0; the cap swaps C
+    for X (favouring token 1), so U(0) drops by 2C and U(1) rises by 2C while the normaliser
+    shrinks. With the paper's sensitivity C, log P(token 1) rises by 1.30 > epsilon = 1 (by hand:
+    -2.432 -> -1.132); with 2C by 0.565."""
+    epsilon = 1.0
+    public = torch.full((5,), 0.2).log()
+    peaked = lambda top: torch.where(torch.arange(5) == top, 0.96, 0.01).log()  # noqa: E731
+    before = torch.stack([public, peaked(0), peaked(0)])
+    after = torch.stack([public, peaked(0), peaked(1)])
+    for sensitivity, within in ((2, True), (1, False)):
+        settings = DPICLSettings(epsilon, alpha=1.0, clip=0.3, theta=1.0, sensitivity=sensitivity)
+        shift = (_mix_logprobs(settings, after) - _mix_logprobs(settings, before)).abs().max()
+        assert bool(shift <= epsilon + 1e-6) is within, (sensitivity, float(shift))
+
+
+def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
+    """The same neighbours through a real (tiny) model: adding document X pushes C out of the
+    kept set ({A, C} -> {A, X}); every token's log-probability moves by at most epsilon."""
+    model, tokenizer = lm
+    question, epsilon = "the cat ran", 1.5
+    a, c, x = "the cat sat on the mat", "bob ran to the park", "alice alice alice dog dog dog"
+    before = stream_prompts(tokenizer, question, [a, c], "plain")
+    after = stream_prompts(tokenizer, question, [a, x], "plain")
+
+    def distribution(streams):
+        # every token of the vocabulary as a one-token continuation
+        settings = DPICLSettings(epsilon=epsilon, alpha=1.0, clip=0.5, theta=1.0)
+        return torch.stack([
+            dp_icl_forced_logprobs(
+                model, streams, [token], settings, pad_id=tokenizer.pad_token_id
+            )[0]
+            for token in range(16)
+        ])  # fmt: skip
+
+    shift = (distribution(before) - distribution(after)).abs().max()
+    assert 0 < shift <= epsilon + 1e-5
