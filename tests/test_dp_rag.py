@@ -8,23 +8,21 @@ import pytest
 import torch
 
 from privleak.accounting import composed_epsilon
+from privleak.data.medical import check_units, names_disease
 from privleak.dp_rag import (
     DPICLSettings,
-    check_units,
-    cosine_scores,
     dp_icl_forced_logprobs,
     dp_rag_generate,
     forced_logprobs,
-    lm_forced_logprobs,
-    names_disease,
+    lm_forced_distribution,
     prompt_ids,
     prompt_text,
     rag_generate,
-    retrieve,
     split_budget,
     stream_prompts,
 )
 from privleak.errors import PrivleakError
+from privleak.retrieval import cosine_scores, retrieve
 from tests.conftest import tiny_llama, word_tokenizer
 
 DOCS = ["the cat sat on the mat", "a dog ran to the park", "alice sat on a mat", "bob ran"]
@@ -177,8 +175,14 @@ def test_rag_baseline_is_greedy_over_one_prompt(lm):
     prompt = prompt_ids(tokenizer, "a dog sat", DOCS[:2], "plain")
     logprobs = forced_logprobs(model, [prompt], row["tokens"], tokenizer.pad_token_id)[0]
     assert logprobs.argmax(-1).tolist() == row["tokens"]
-    forced = lm_forced_logprobs(model, prompt, row["tokens"], pad_id=tokenizer.pad_token_id)
-    torch.testing.assert_close(forced, logprobs.max(-1).values, atol=1e-6, rtol=0)
+    forced = lm_forced_distribution(model, prompt, row["tokens"], pad_id=tokenizer.pad_token_id)
+    torch.testing.assert_close(forced, logprobs, atol=1e-6, rtol=0)
+    blocked = lm_forced_distribution(
+        model, prompt, row["tokens"], pad_id=tokenizer.pad_token_id, eos_token_id=2,
+        blocked_steps=2,
+    )  # fmt: skip
+    assert blocked[:2, 2].isinf().all() and blocked[2:, 2].isfinite().all()
+    torch.testing.assert_close(blocked.exp().sum(-1), torch.ones(len(row["tokens"])))
 
 
 def _mix_logprobs(settings: DPICLSettings, streams: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,10 @@
 """DP-RAG (Grislain) end to end: a privacy-unit-preserving retrieval, then DP in-context
 generation through the shared decoder, for a corpus holding one document per privacy unit.
 
-The mechanisms live in `retrieval` (the DP threshold), `dp_icl` (the token mix) and `accounting`
-(the budget); this module wires them:
+The mechanisms live in `retrieval` (exact scores, the DP threshold and the documents it keeps),
+`dp_icl` (the token mix) and `accounting` (the budget); this module wires them:
 - `split_budget`: a response's (epsilon, delta) split into the threshold's epsilon and a per-token
   epsilon, composed with `dp_accounting`;
-- `retrieve`: the DP threshold over exact cosine scores, then at most `max_retrieve` documents;
 - `dp_rag_generate`: one public stream (the question alone) + one stream per retrieved document,
   one batched cached decode with the DP-ICL mix; `rag_generate`: the ordinary, non-private RAG
   (every retrieved document in one prompt), the epsilon = inf baseline;
@@ -22,86 +21,24 @@ eps-DP whatever the corpus; the paper's C alone would silently double the real p
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from privleak.accounting import check_delta, check_epsilon, composed_epsilon, per_step_epsilon
 from privleak.batching import pad_rows, position_ids
-from privleak.decoding import decode, greedy, group_seed
+from privleak.decoding import decode, greedy
 from privleak.dp_icl import DPICLMix, check_dp_icl, dp_icl_utility
 from privleak.errors import require
 from privleak.models import real_logits
-from privleak.retrieval import dp_threshold, selected
 
 CAPPED_SENSITIVITY = 2
 """U's sensitivity in units of C when at most max_retrieve documents are kept (module doc)."""
 TEMPLATES = ("chat", "plain")
-CORPUS_FIELDS = ("id", "unit", "disease", "question", "request", "response")
-"""What a DP-RAG corpus record needs: `unit` is the privacy unit (one document each)."""
 
 
-# ---------------------------------------------------------------- corpus
-
-
-def check_units(records: Sequence[dict], source: str = "the DP-RAG corpus") -> None:
-    """One line when a record has no privacy unit or a unit owns two documents: DP-RAG's
-    guarantee is per document, so it is per unit only when every unit has exactly one."""
-    require(len(records) >= 1, f"{source} is empty")
-    seen: dict[str, int] = {}
-    for index, record in enumerate(records):
-        unit = record.get("unit")
-        require(
-            unit is not None and str(unit).strip() != "",
-            f"{source}: record {index} (id {record.get('id')!r}) has no privacy-unit id in "
-            "field 'unit'; map the column naming the person (patient, user) to 'unit'",
-        )
-        first = seen.setdefault(str(unit), index)
-        require(
-            first == index,
-            f"{source}: privacy unit {unit!r} owns records {first} and {index}; DP-RAG needs one "
-            "document per unit (merge each unit's records into one document)",
-        )
-
-
-def document_text(record: dict) -> str:
-    """The retrievable document of one record: the request, then the response."""
-    return f"{record['request'].strip()} {record['response'].strip()}"
-
-
-def names_disease(response: str, disease: str) -> bool:
-    """The accuracy rule: the response names the disease when the disease's name, lower-cased
-    with everything but letters and digits removed, is a substring of the response treated the
-    same way (so 'Flumplenaxism.' and 'flumplenaxism' match; a misspelling does not)."""
-    squash = lambda text: re.sub(r"[^a-z0-9]", "", text.lower())  # noqa: E731
-    name = squash(disease)
-    require(name != "", f"disease name {disease!r} has no letters or digits")
-    return name in squash(response)
-
-
-def embed(embedder, texts: Sequence[str], batch_size: int) -> np.ndarray:
-    """[N, d] L2-normalised float32 embeddings, `batch_size` texts per forward."""
-    require(batch_size >= 1, f"embedding batch_size must be >= 1, got {batch_size}")
-    vectors = embedder.encode(
-        list(texts),
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
-    return np.asarray(vectors, dtype=np.float32)
-
-
-def cosine_scores(queries: np.ndarray, documents: np.ndarray) -> np.ndarray:
-    """[Q, N] exact cosine similarity of normalised query [Q, d] and document [N, d] vectors,
-    accumulated in float64 and clipped to [-1, 1]."""
-    return np.clip(queries.astype(np.float64) @ documents.astype(np.float64).T, -1.0, 1.0)
-
-
-# ---------------------------------------------------------------- budget and retrieval
+# ---------------------------------------------------------------- budget
 
 
 @dataclass(frozen=True)
@@ -132,38 +69,6 @@ def split_budget(epsilon: float, delta: float, retrieval_epsilon: float, tokens:
     token = per_step_epsilon(epsilon, delta, tokens, fixed=[(retrieval_epsilon, 1)])
     composed = composed_epsilon([(retrieval_epsilon, 1), (token, tokens)], delta)
     return Budget(epsilon, delta, retrieval_epsilon, token, tokens, composed)
-
-
-@dataclass(frozen=True)
-class Retrieved:
-    """threshold: the DP threshold; above: documents scoring >= it; chosen: the indices kept
-    (best first, at most max_retrieve)."""
-
-    threshold: float
-    above: int
-    chosen: list[int]
-
-
-def retrieve(
-    scores: Sequence[float],
-    *,
-    epsilon: float,
-    seed: int,
-    key: Hashable,
-    max_retrieve: int,
-    k: int | None = None,
-    p: float | None = None,
-    alpha: float = 1.0,
-    low: float = 0.0,
-    high: float = 1.0,
-) -> Retrieved:
-    """The DP threshold of one query's document scores (top-k utility with k, top-p with p),
-    drawn from the random stream of (seed, key), and the documents it keeps."""
-    require(max_retrieve >= 1, f"max_retrieve must be >= 1, got {max_retrieve}")
-    rng = np.random.default_rng(group_seed(seed, ("threshold", key)))
-    threshold = dp_threshold(scores, epsilon, rng, k=k, p=p, alpha=alpha, low=low, high=high)
-    above = selected(scores, threshold)
-    return Retrieved(threshold, len(above), above[:max_retrieve].tolist())
 
 
 # ---------------------------------------------------------------- prompts
@@ -384,7 +289,7 @@ def _block_eos(logits: torch.Tensor, eos_token_id: int | None, blocked_steps: in
     return logits
 
 
-def lm_forced_logprobs(
+def lm_forced_distribution(
     model,
     prompt: Sequence[int],
     target: Sequence[int],
@@ -393,11 +298,11 @@ def lm_forced_logprobs(
     eos_token_id: int | None = None,
     blocked_steps: int = 0,
 ) -> torch.Tensor:
-    """[T] log p(target_t | prompt, target_<t) under the LM at temperature 1, EOS blocked on the
-    first `blocked_steps` positions as the decoder blocks it (min_new_tokens)."""
+    """[T, V] the LM's next-token log-probs (temperature 1) at each forced target position, EOS
+    blocked on the first `blocked_steps` positions as the decoder blocks it (min_new_tokens).
+    Gather the target for its log-probability; its argmax says what greedy decoding emits."""
     logprobs = forced_logprobs(model, [prompt], target, pad_id)[0]
-    logprobs = torch.log_softmax(_block_eos(logprobs, eos_token_id, blocked_steps), dim=-1)
-    return logprobs.gather(-1, torch.tensor(target, device=logprobs.device)[:, None])[:, 0].cpu()
+    return torch.log_softmax(_block_eos(logprobs, eos_token_id, blocked_steps), dim=-1)
 
 
 def dp_icl_forced_logprobs(

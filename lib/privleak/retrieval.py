@@ -18,7 +18,8 @@ with s_i >= e_j+1):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -100,3 +101,54 @@ def selected(scores: Sequence[float], threshold: float) -> np.ndarray:
     scores = np.asarray(scores, dtype=float)
     chosen = np.nonzero(scores >= threshold)[0]
     return chosen[np.argsort(-scores[chosen], kind="stable")]
+
+
+def embed(embedder, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    """[N, d] L2-normalised float32 embeddings, `batch_size` texts per forward."""
+    require(batch_size >= 1, f"embedding batch_size must be >= 1, got {batch_size}")
+    vectors = embedder.encode(
+        list(texts),
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def cosine_scores(queries: np.ndarray, documents: np.ndarray) -> np.ndarray:
+    """[Q, N] exact cosine similarity of normalised query [Q, d] and document [N, d] vectors,
+    accumulated in float64 and clipped to [-1, 1]."""
+    return np.clip(queries.astype(np.float64) @ documents.astype(np.float64).T, -1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """threshold: the DP threshold; above: documents scoring >= it; chosen: the indices kept
+    (best first, at most max_retrieve)."""
+
+    threshold: float
+    above: int
+    chosen: list[int]
+
+
+def retrieve(
+    scores: Sequence[float],
+    *,
+    epsilon: float,
+    seed: int,
+    key: Hashable,
+    max_retrieve: int,
+    k: int | None = None,
+    p: float | None = None,
+    alpha: float = 1.0,
+    low: float = 0.0,
+    high: float = 1.0,
+) -> Retrieved:
+    """The DP threshold of one query's document scores (top-k utility with k, top-p with p),
+    drawn from the random stream of (seed, key), and the documents it keeps."""
+    require(max_retrieve >= 1, f"max_retrieve must be >= 1, got {max_retrieve}")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, *repr(key).encode()]))
+    threshold = dp_threshold(scores, epsilon, rng, k=k, p=p, alpha=alpha, low=low, high=high)
+    above = selected(scores, threshold)
+    return Retrieved(threshold, len(above), above[:max_retrieve].tolist())

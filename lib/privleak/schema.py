@@ -736,15 +736,16 @@ PROBABILITY = Rule(lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)", 
 
 
 class S4Budget(Strict):
-    epsilon: Annotated[float, POSITIVE]
+    epsilons: list_of(Annotated[float, POSITIVE], unique=True)  # per response; the first: tables
     delta: Annotated[float, PROBABILITY]
     retrieval_epsilon: Annotated[float, POSITIVE]
 
     @model_validator(mode="after")
     def _share(self) -> Self:
-        if self.retrieval_epsilon >= self.epsilon:
+        smallest = min(self.epsilons)
+        if self.retrieval_epsilon >= smallest:
             raise _fail(
-                f"must be < epsilon ({self.epsilon}), so that the tokens get a share",
+                f"must be < every epsilon (smallest {smallest}), so that the tokens get a share",
                 "retrieval_epsilon",
                 value=self.retrieval_epsilon,
             )

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import random
 
+import re
+from collections.abc import Sequence
+
 from privleak.data.templating import (
     check_int,
     fill,
@@ -24,6 +27,9 @@ from privleak.data.templating import (
     with_duplicates,
 )
 from privleak.errors import require
+
+CORPUS_FIELDS = ("id", "unit", "disease", "question", "request", "response")
+"""What a DP-RAG corpus record needs: `unit` is the privacy unit (one document each)."""
 
 _ONSETS = "Fl|Zorb|Snurf|Gl|Quib|Bramb|Vex|Trell|Mop|Drizz|Plon|Skw|Yarn|Cr|Wib|Thund".split("|")
 _MIDDLES = "umpl|il|ux|ob|ark|enn|izz|ort|und|ap|el|orp".split("|")
@@ -183,3 +189,38 @@ def medical_dirichlet(
         rows += secret_rows(record_id, "request", request[1])
         rows += secret_rows(record_id, "response", response[1])
     return records, with_duplicates(rows)
+
+
+def check_units(records: Sequence[dict], source: str = "the DP-RAG corpus") -> None:
+    """One line when a record has no privacy unit or a unit owns two documents: DP-RAG's
+    guarantee is per document, so it is per unit only when every unit has exactly one."""
+    require(len(records) >= 1, f"{source} is empty")
+    seen: dict[str, int] = {}
+    for index, record in enumerate(records):
+        unit = record.get("unit")
+        require(
+            unit is not None and str(unit).strip() != "",
+            f"{source}: record {index} (id {record.get('id')!r}) has no privacy-unit id in "
+            "field 'unit'; map the column naming the person (patient, user) to 'unit'",
+        )
+        first = seen.setdefault(str(unit), index)
+        require(
+            first == index,
+            f"{source}: privacy unit {unit!r} owns records {first} and {index}; DP-RAG needs one "
+            "document per unit (merge each unit's records into one document)",
+        )
+
+
+def document_text(record: dict) -> str:
+    """The retrievable document of one record: the request, then the response."""
+    return f"{record['request'].strip()} {record['response'].strip()}"
+
+
+def names_disease(response: str, disease: str) -> bool:
+    """The accuracy rule: the response names the disease when the disease's name, lower-cased
+    with everything but letters and digits removed, is a substring of the response treated the
+    same way (so 'Flumplenaxism.' and 'flumplenaxism' match; a misspelling does not)."""
+    squash = lambda text: re.sub(r"[^a-z0-9]", "", text.lower())  # noqa: E731
+    name = squash(disease)
+    require(name != "", f"disease name {disease!r} has no letters or digits")
+    return name in squash(response)

@@ -1,0 +1,202 @@
+# %% [markdown]
+# # S4 — DP-RAG responses, the non-private baseline, and the planted facts' exact log-probs
+# Every question of s4_retrieve is answered
+# - by DP-RAG at each response budget epsilon: the documents its DP threshold kept, one stream
+#   each, plus the public stream (the question alone), sampled token by token from
+#   exp(eps_token * U / (2 * 2C)) (Grislain's DP-ICL; sensitivity 2C under the max_retrieve cap);
+#   eps_token comes from epsilon, delta and the threshold's share by dp_accounting composition,
+#   every response charged max_new_tokens tokens;
+# - by the non-private RAG (epsilon = inf): the exact top rag_k documents in one prompt, greedy.
+#
+# Accuracy (Fig. 6): the response names the question's disease (`privleak.dp_rag.names_disease`:
+# case, spaces and punctuation ignored, spelling not). Measured privacy: each planted fact (a
+# serial number held by exactly one document) is asked for; a response reproduces it when the
+# serial appears verbatim. Beside that single sample, its exact log-probability under each decoder
+# after a forced answer prefix ("The serial number of <patient>'s <implant> is"): the sum over its
+# tokens of the decoder's own next-token log-probability (DP-ICL: the mixed distribution;
+# RAG: the LM's, and whether greedy emits it).
+
+# %% tags=["parameters"]
+seed = 0
+lm = "smollm2-135m-instruct"
+device = "cpu"
+dtype = "float32"
+device_map = None
+budget = {"epsilons": [5.0, 20.0], "delta": 1e-3, "retrieval_epsilon": 1.0}
+dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 6.0}
+generation = {
+    "template": "chat",
+    "max_new_tokens": 6,
+    "min_new_tokens": 1,
+    "max_batch_streams": 16,
+    "rag_k": 3,
+}
+
+# %%
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from privleak import checkpoint, paths
+from privleak import models as registry
+from privleak.data.medical import document_text, names_disease
+from privleak.data.records import read_jsonl
+from privleak.dp_rag import (
+    DPICLSettings,
+    dp_icl_forced_logprobs,
+    dp_rag_generate,
+    lm_forced_distribution,
+    prompt_ids,
+    rag_generate,
+    split_budget,
+    stream_prompts,
+)
+from privleak.errors import require
+
+IN, OUT = paths.INTERIM / "s4" / "retrieve", paths.INTERIM / "s4" / "generate"
+OUT.mkdir(parents=True, exist_ok=True)
+questions = pd.read_parquet(IN / "questions.parquet")
+documents = {r["id"]: document_text(r) for r in read_jsonl(IN / "medical.jsonl")}
+template, max_new = generation["template"], generation["max_new_tokens"]
+budgets = [
+    split_budget(e, budget["delta"], budget["retrieval_epsilon"], max_new)
+    for e in budget["epsilons"]
+]
+model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
+store = checkpoint.open_stage("s4_generate", globals())
+pd.DataFrame([b.__dict__ for b in budgets])
+
+# %% [markdown]
+# ## Responses: DP-RAG at each epsilon, and the non-private RAG
+
+# %%
+ask = questions["question"].tolist()
+keys = questions["question_id"].tolist()
+common = {
+    "keys": keys,
+    "template": template,
+    "max_new_tokens": max_new,
+    "min_new_tokens": generation["min_new_tokens"],
+    "max_batch_streams": generation["max_batch_streams"],
+}
+rows = []
+for spent in budgets:
+    settings = DPICLSettings(spent.token_epsilon, **dp_icl)
+    started = time.perf_counter()
+    answers = dp_rag_generate(
+        model,
+        tokenizer,
+        ask,
+        [[documents[i] for i in chosen] for chosen in questions["chosen"]],
+        settings,
+        seed=seed,
+        cache=store.cache("dp_rag", lm),
+        **common,
+    )
+    print(f"DP-RAG at epsilon {spent.epsilon}: {len(ask)} questions in "
+          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    rows += [
+        {"question_id": key, "decoder": "dp_rag", "epsilon": spent.epsilon, **answer}
+        for key, answer in zip(keys, answers, strict=True)
+    ]
+started = time.perf_counter()
+answers = rag_generate(
+    model,
+    tokenizer,
+    ask,
+    [[documents[i] for i in rag] for rag in questions["rag"]],
+    cache=store.cache("rag", lm),
+    **common,
+)
+print(f"non-private RAG: {len(ask)} questions in {time.perf_counter() - started:.1f} s")
+rows += [
+    {"question_id": key, "decoder": "rag", "epsilon": math.inf, "public_only": False, **answer}
+    for key, answer in zip(keys, answers, strict=True)
+]
+responses = pd.DataFrame(rows).merge(
+    questions[["question_id", "kind", "disease", "frequency", "fact"]], on="question_id"
+)
+responses["correct"] = [
+    names_disease(text, disease) if kind == "disease" else None
+    for text, disease, kind in zip(
+        responses["text"], responses["disease"], responses["kind"], strict=True
+    )
+]
+responses["reproduced"] = [
+    fact.strip() in text if kind == "planted" else None
+    for text, fact, kind in zip(
+        responses["text"], responses["fact"], responses["kind"], strict=True
+    )
+]
+responses["new_tokens"] = responses["tokens"].map(len)
+responses.groupby(["kind", "decoder", "epsilon"])[["correct", "reproduced", "documents"]].agg(
+    lambda x: x.astype(float).mean()
+)
+
+# %% [markdown]
+# ## Planted facts: exact log-probability under each decoder
+
+# %%
+planted = questions[questions["kind"] == "planted"]
+eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+
+def fact_rows(question) -> list[dict]:
+    prefix = tokenizer(question["answer_prefix"], add_special_tokens=False)["input_ids"]
+    fact = tokenizer(question["fact"], add_special_tokens=False)["input_ids"]
+    blocked = max(0, generation["min_new_tokens"] - len(prefix))
+    base = {"question_id": question["question_id"], "fact_tokens": len(fact)}
+    streams = [
+        ids + prefix
+        for ids in stream_prompts(
+            tokenizer, question["question"], [documents[i] for i in question["chosen"]], template
+        )
+    ]
+    out = []
+    for spent in budgets:
+        settings = DPICLSettings(spent.token_epsilon, **dp_icl)
+        logprobs = dp_icl_forced_logprobs(
+            model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
+        )
+        out.append({**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
+                    "log_prob": float(logprobs.sum()), "greedy_emits": None})  # fmt: skip
+    rag = prompt_ids(tokenizer, question["question"], [documents[i] for i in question["rag"]],
+                     template) + prefix  # fmt: skip
+    distribution = lm_forced_distribution(
+        model, rag, fact, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
+    )
+    chosen = distribution.gather(-1, distribution.new_tensor(fact).long()[:, None])
+    out.append({**base, "decoder": "rag", "epsilon": math.inf,
+                "log_prob": float(chosen.sum()),
+                "greedy_emits": distribution.argmax(-1).tolist() == fact})  # fmt: skip
+    return out
+
+
+started = time.perf_counter()
+facts = [
+    row
+    for _, question in planted.iterrows()
+    for row in store.get_or_compute(
+        ("planted", lm, question["question_id"]), lambda q=question: fact_rows(q)
+    )  # fmt: skip
+]
+print(f"{len(planted)} planted facts scored in {time.perf_counter() - started:.1f} s")
+print(store.summary())
+facts = pd.DataFrame(
+    facts, columns=["question_id", "fact_tokens", "decoder", "epsilon", "log_prob", "greedy_emits"]
+)
+require(
+    bool(np.isfinite(facts["log_prob"]).all()) if len(facts) else True,
+    "s4_generate: a planted fact's log-probability is not finite",
+)
+facts.groupby(["decoder", "epsilon"])["log_prob"].describe()
+
+# %% [markdown]
+# ## Save
+
+# %%
+responses.drop(columns=["fact"]).to_parquet(OUT / "responses.parquet", index=False)
+facts.to_parquet(OUT / "planted.parquet", index=False)
+pd.DataFrame([b.__dict__ for b in budgets]).to_parquet(OUT / "budgets.parquet", index=False)
