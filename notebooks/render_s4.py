@@ -1,0 +1,271 @@
+# %% [markdown]
+# # S4 (Grislain, DP-RAG): figures, tables and headline numbers
+# Reads only the cached artifacts of s4_retrieve (questions, DP thresholds, Figs. 4-5 densities
+# and sampled thresholds) and s4_generate (responses, planted facts' exact log-probs, budgets).
+# - Fig. 4 / Fig. 5: the exact density of the top-k / top-p threshold over one question's scores
+#   for a random sample of documents, with a histogram of thresholds drawn by the sampler and the
+#   Kolmogorov distance between the two (the sampler check).
+# - Fig. 6: accuracy (the response names the question's disease) against the disease's number of
+#   documents, in the paper's buckets, for DP-RAG at each epsilon and the non-private RAG; 95 %
+#   bootstrap intervals over questions (seaborn, fixed seed).
+# - The response table at the first epsilon (the paper's ~5), the accountant summary, and the
+#   planted facts: reproduced verbatim or not, and their exact log-probability under each decoder.
+
+# %% tags=["parameters"]
+figures = {"formats": ["png", "pdf"]}
+utility = "top_k"
+k = 4
+max_retrieve = 4
+densities = {"documents": 30, "epsilon": 1.0, "k": 10, "p": 0.5, "draws": 2000}
+
+# %%
+import json
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from privleak import paths
+from privleak.figures import (
+    BOOTSTRAP,
+    check_formats,
+    outside_legend,
+    save_figure,
+    save_table,
+    style,
+)
+
+style()
+FIG = paths.FIGURES / "s4"
+FORMATS = check_formats(figures["formats"])
+S4 = paths.INTERIM / "s4"
+BUCKETS = [(0, 10), (10, 20), (20, 50), (50, 100), (100, math.inf)]  # the paper's Fig. 6 buckets
+metrics = {}
+
+# %%
+questions = pd.read_parquet(S4 / "retrieve" / "questions.parquet")
+curves = pd.read_parquet(S4 / "retrieve" / "densities.parquet")
+draws = pd.read_parquet(S4 / "retrieve" / "threshold_draws.parquet")
+sample_scores = pd.read_parquet(S4 / "retrieve" / "density_scores.parquet")["score"]
+responses = pd.read_parquet(S4 / "generate" / "responses.parquet")
+planted = pd.read_parquet(S4 / "generate" / "planted.parquet")
+budgets = pd.read_parquet(S4 / "generate" / "budgets.parquet")
+first_epsilon = float(budgets["epsilon"].iloc[0])
+
+
+def decoder_label(decoder: str, epsilon: float) -> str:
+    return "RAG (non-private, ε = ∞)" if decoder == "rag" else f"DP-RAG (ε = {epsilon:g})"
+
+
+responses["label"] = [
+    decoder_label(d, e) for d, e in zip(responses["decoder"], responses["epsilon"], strict=True)
+]
+ORDER = list(dict.fromkeys(responses.sort_values(["decoder", "epsilon"])["label"]))
+
+# %% [markdown]
+# ## Figs. 4-5: the threshold densities, and the sampler against them
+
+# %%
+
+
+def kolmogorov(edges_low, edges_high, density, sampled) -> float:
+    """sup |F_empirical - F| where F is the piecewise-linear CDF of the interval density."""
+    cdf_at_low = np.concatenate([[0.0], np.cumsum(density * (edges_high - edges_low))[:-1]])
+    values = np.sort(sampled)
+    j = np.clip(np.searchsorted(edges_low, values, side="right") - 1, 0, len(edges_low) - 1)
+    exact = cdf_at_low[j] + density[j] * (values - edges_low[j])
+    n = len(values)
+    above = np.arange(1, n + 1) / n - exact
+    below = exact - np.arange(n) / n
+    return float(max(above.max(), below.max()))
+
+
+TITLES = {
+    "top_k": ("s4_fig4", f"S4 Fig. 4: top-k threshold density (k = {densities['k']})"),
+    "top_p": ("s4_fig5", f"S4 Fig. 5: top-p threshold density (p = {densities['p']})"),
+}
+metrics["threshold_sampler"] = {}
+for utility, (stem, title) in TITLES.items():
+    curve = curves[curves["utility"] == utility]
+    low, high = curve["low"].to_numpy(), curve["high"].to_numpy()
+    density = curve["density"].to_numpy()
+    sampled = draws.loc[draws["utility"] == utility, "threshold"].to_numpy()
+    distance = kolmogorov(low, high, density, sampled)
+    critical = 1.358 / math.sqrt(len(sampled))  # the KS test's 5 % critical value
+    metrics["threshold_sampler"][utility] = {
+        "draws": len(sampled),
+        "kolmogorov_distance": distance,
+        "critical_5pct": critical,
+    }
+    fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
+    sns.histplot(x=sampled, stat="density", bins=80, color="tab:blue", alpha=0.35, ax=ax,
+                 label=f"{len(sampled)} sampled thresholds")  # fmt: skip
+    ax.stairs(density, np.concatenate([low, high[-1:]]), color="black", linewidth=1.2,
+              label="exact density")  # fmt: skip
+    sns.rugplot(x=sample_scores, ax=ax, color="tab:red", height=0.05, label="document scores")
+    ax.set_xlabel("similarity threshold τ")
+    ax.set_ylabel("density")
+    ax.set_title(
+        f"{title}\n{densities['documents']} documents, ε = {densities['epsilon']:g}; "
+        f"KS distance {distance:.3f} (5 % critical {critical:.3f})"
+    )
+    outside_legend(fig, ax)
+    save_figure(fig, FIG / stem, FORMATS)
+    save_table(curve.drop(columns="utility"), FIG / f"{stem}_density")
+print(json.dumps(metrics["threshold_sampler"], indent=1))
+
+# %% [markdown]
+# ## Retrieval: does the threshold keep about k documents?
+
+# %%
+kept = questions.assign(capped=questions["above"] > max_retrieve)
+metrics["retrieval"] = {
+    "utility": utility,
+    "k": k,
+    "max_retrieve": max_retrieve,
+    "mean_above_threshold": float(kept["above"].mean()),
+    "median_above_threshold": float(kept["above"].median()),
+    "share_capped": float(kept["capped"].mean()),
+    "public_only_questions": int((kept["above"] == 0).sum()),
+    "questions": len(kept),
+    "mean_same_disease_kept": float(
+        kept.loc[kept["kind"] == "disease", "chosen_same_disease"].mean()
+    ),
+}
+metrics["retrieval"]
+
+# %% [markdown]
+# ## Fig. 6: accuracy against disease frequency
+
+# %%
+asked = responses[responses["kind"] == "disease"].copy()
+
+
+def bucket(frequency: int) -> str:
+    for low, high in BUCKETS:
+        if low <= frequency < high:
+            return f"[{low}, {high})" if math.isfinite(high) else f"≥ {low}"
+    raise ValueError(frequency)
+
+
+BUCKET_NAMES = [bucket(low) for low, _ in BUCKETS]
+asked["bucket"] = pd.Categorical(asked["frequency"].map(bucket), BUCKET_NAMES, ordered=True)
+asked["accuracy"] = asked["correct"].astype(float)
+per_bucket = (
+    asked.groupby(["label", "bucket"], observed=False)["accuracy"]
+    .agg(["mean", "count"])
+    .reset_index()
+)
+counts = asked[asked["decoder"] == "rag"].groupby("bucket", observed=False).size()
+fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+sns.barplot(data=asked, x="bucket", y="accuracy", hue="label", hue_order=ORDER,
+            order=BUCKET_NAMES, ax=ax, **BOOTSTRAP)  # fmt: skip
+ax.set_xticks(range(len(BUCKET_NAMES)))
+ax.set_xticklabels([f"{name}\n{counts.get(name, 0)} diseases" for name in BUCKET_NAMES])
+ax.set_xlabel("documents of the question's disease")
+ax.set_ylabel("accuracy (names the disease)")
+ax.set_ylim(0, 1.05)
+ax.set_title("S4 Fig. 6: accuracy vs disease frequency (95 % bootstrap CI over questions)")
+outside_legend(fig, ax)
+save_figure(fig, FIG / "s4_fig6", FORMATS)
+save_table(per_bucket, FIG / "s4_fig6_data")
+metrics["accuracy"] = {
+    label: {
+        "overall": float(group["accuracy"].mean()),
+        "questions": len(group),
+        "by_bucket": {
+            str(b): {"accuracy": float(g["accuracy"].mean()), "questions": len(g)}
+            for b, g in group.groupby("bucket", observed=True)
+        },
+    }
+    for label, group in asked.groupby("label")
+}
+per_bucket
+
+# %% [markdown]
+# ## The response table at the first epsilon, and the accountant
+
+# %%
+shown = asked[(asked["decoder"] == "rag") | (asked["epsilon"] == first_epsilon)]
+table = (
+    shown.pivot_table(
+        index=["disease", "frequency"],
+        columns="decoder",
+        values=["text", "correct", "documents"],
+        aggfunc="first",
+    )  # fmt: skip
+    .sort_index(level="frequency", ascending=False)
+    .reset_index()
+)
+table.columns = [
+    "disease", "frequency", "dp_rag_correct", "rag_correct", "dp_rag_documents",
+    "rag_documents", "dp_rag_response", "rag_response",
+]  # fmt: skip
+question_of = questions.set_index("disease")["question"].to_dict()
+table.insert(0, "question", table["disease"].map(question_of))
+save_table(
+    table,
+    FIG / "s4_responses",
+    note=f"DP-RAG at ε = {first_epsilon:g} (δ = {budgets['delta'].iloc[0]:g}) and the "
+    "non-private RAG (greedy) on each disease's symptom question; the paper's response table.",
+)
+
+accountant = budgets.assign(
+    sensitivity="2C (max_retrieve cap)",
+    sum_of_epsilons=budgets["retrieval_epsilon"] + budgets["tokens"] * budgets["token_epsilon"],
+)
+save_table(
+    accountant,
+    FIG / "s4_accountant",
+    note="Per response: the threshold's retrieval_epsilon plus `tokens` token draws of "
+    "token_epsilon each compose (dp_accounting privacy-loss distributions) to `composed` <= "
+    "epsilon at delta; sum_of_epsilons is what plain addition would charge.",
+)
+metrics["budgets"] = accountant.drop(columns="sensitivity").to_dict("records")
+accountant
+
+# %% [markdown]
+# ## Planted facts: reproduced, and their exact log-probability
+
+# %%
+asked_facts = responses[responses["kind"] == "planted"]
+reproduced = asked_facts.pivot_table(index="question_id", columns="label", values="reproduced",
+                                     aggfunc="first")  # fmt: skip
+logprob = planted.assign(
+    label=[decoder_label(d, e) for d, e in zip(planted["decoder"], planted["epsilon"], strict=True)]
+).pivot_table(index="question_id", columns="label", values="log_prob", aggfunc="first")
+facts = (
+    questions[questions["kind"] == "planted"]
+    .set_index("question_id")[["fact", "holder_chosen", "holder_rank", "above"]]
+    .join(logprob.add_prefix("log_prob: "))
+    .join(reproduced.add_prefix("reproduced: "))
+    .join(planted[planted["decoder"] == "rag"].set_index("question_id")["greedy_emits"])
+    .reset_index()
+)
+save_table(
+    facts,
+    FIG / "s4_planted_facts",
+    note="Each fact (a serial number) occurs in exactly one document. log_prob: the exact natural "
+    "log-probability of the fact after a forced answer prefix under each decoder's own sampling "
+    "distribution; reproduced: the single sampled response contains it verbatim; greedy_emits: "
+    "the non-private RAG's greedy decoding emits it.",
+)
+metrics["planted"] = {
+    "facts": len(facts),
+    "reproduced": {label: float(v.astype(float).mean()) for label, v in reproduced.items()},
+    "mean_log_prob": {label: float(v.mean()) for label, v in logprob.items()},
+    "rag_greedy_emits": float(facts["greedy_emits"].astype(float).mean()) if len(facts) else None,
+    "holder_kept_by_dp_threshold": float(facts["holder_chosen"].astype(float).mean())
+    if len(facts)
+    else None,
+}
+facts
+
+# %% [markdown]
+# ## Save the headline metrics
+
+# %%
+paths.METRICS.mkdir(parents=True, exist_ok=True)
+(paths.METRICS / "s4.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
