@@ -1,7 +1,7 @@
 # %% [markdown]
-# # Claims of S0 and S1 as data (DESIGN §8)
-# Every directional sentence of S0 (Flemings et al.) and S1 (Tiwari & Suh) that the cached
-# artifacts under data/interim/s0 and data/interim/s1 can test, quoted with its section or
+# # Claims of S0, S1 and S4 as data (DESIGN §8)
+# Every directional sentence of S0 (Flemings et al.), S1 (Tiwari & Suh) and S4 (Grislain) that
+# the cached artifacts under data/interim/s0, s1 and s4 can test, quoted with its section or
 # figure, gets an effect, a bootstrap interval over independent units (contexts or sequences;
 # every setting of a drawn unit comes along, so paired settings stay paired; two-sample contrasts
 # resample within each sample) and a verdict: reproduced when the interval excludes the null on
@@ -846,6 +846,48 @@ add(
     direction="+",
     unit="checks (2 per entity × expansion setting)",
     missing="" if len(exact) else "exact 1-ISP rows (s1.isp.exact_sequences > 0)",
+)
+
+# %% [markdown]
+# ## S4: DP-RAG (Grislain)
+# Units are questions (one per disease) and planted facts. Accuracy is judged at each response
+# budget of s4.budget.epsilons; the paper's own setting is epsilon ~ 5.
+
+# %%
+PAPER4 = "S4 (Grislain)"
+S4 = paths.INTERIM / "s4" / "generate"
+s4_responses = pd.read_parquet(S4 / "responses.parquet")
+s4_planted = pd.read_parquet(S4 / "planted.parquet")
+asked4 = s4_responses[(s4_responses["kind"] == "disease") & (s4_responses["decoder"] == "dp_rag")]
+for epsilon, group in asked4.groupby("epsilon"):
+    rows = group[["frequency", "correct"]].astype(float).to_numpy()
+    add(
+        f"s4.accuracy_rises_with_frequency.eps{epsilon:g}",
+        boot(rows, lambda r: spearman(r[:, 0], r[:, 1])),
+        paper=PAPER4,
+        quote="The results show the accuracy becomes reasonable when at least 100 documents hold "
+        "a similar piece of information.",
+        where="Evaluation, Fig. 6",
+        effect_name=f"Spearman correlation of a disease's number of documents with DP-RAG naming "
+        f"it (response budget epsilon = {epsilon:g})",
+        direction="+",
+        unit="questions (one per disease)",
+    )
+first4 = s4_planted.loc[s4_planted["decoder"] == "dp_rag", "epsilon"].min()
+pairs = s4_planted[
+    (s4_planted["decoder"] == "rag") | (s4_planted["epsilon"] == first4)
+].pivot_table(index="question_id", columns="decoder", values="log_prob")
+add(
+    "s4.censors_individual_knowledge",
+    boot((pairs["dp_rag"] - pairs["rag"]).to_numpy() if len(pairs) else [], np.mean),
+    paper=PAPER4,
+    quote="Because DP-RAG protects privacy by making sure a result does not depend on one PU, it "
+    "will, by design, censor every knowledge that is too specific about one individual.",
+    where="Evaluation",
+    effect_name=f"mean over planted one-document facts of log P_DP-RAG(fact) - log P_RAG(fact) "
+    f"(exact, natural log; epsilon = {first4:g} vs the non-private RAG)",
+    direction="-",
+    unit="planted facts",
 )
 
 # %% [markdown]
