@@ -115,8 +115,10 @@ rows += [
     {"question_id": key, "decoder": "rag", "epsilon": math.inf, "public_only": False, **answer}
     for key, answer in zip(keys, answers, strict=True)
 ]
+# reindex: a corpus without planted rare details (a file: or hf: corpus) has no `fact` column.
 responses = pd.DataFrame(rows).merge(
-    questions[["question_id", "kind", "disease", "frequency", "fact"]], on="question_id"
+    questions.reindex(columns=["question_id", "kind", "disease", "frequency", "fact"]),
+    on="question_id",
 )
 responses["correct"] = [
     names_disease(text, disease) if kind == "disease" else None

@@ -1,17 +1,20 @@
-"""paper-tiny: every S0/S1 stage under `profile: paper`, with the paper's options kept and its hub
-models and datasets swapped for tiny local equivalents (CPU, float32, a few examples).
+"""paper-tiny: every S0, S1 and S4 stage under `profile: paper`, with the paper's options kept and
+its hub models and datasets swapped for tiny local equivalents (CPU, float32, a few examples).
 
 Kept paper options: plain template, two LMs (an OPT with a padded vocabulary, as OPT's 50272
 logits over 50265 tokens, and a Llama), an S1 model list, a `file:` sequence list, `hf:` corpora
 read from save_to_disk folders in the hub datasets' schemas (CNN-DM split slice, PubMedQA's
 nested `context` and integer `pubid`), monte-carlo over both kinds, FactKB faithfulness (a tiny
-local classifier folder), fine-tuning disabled. Not exercisable offline: the `bert-score` backend
+local classifier folder), fine-tuning disabled; S4 keeps the chat template (a tiny Llama whose
+tokenizer has a ChatML template stands in for Phi-3-mini), the top-k utility and both epsilons,
+on a small medical_dirichlet corpus. Not exercisable offline: the `bert-score` backend
 (package not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -23,17 +26,19 @@ import pytest
 import yaml
 from tokenizers import processors
 
+from privleak.data.medical import document_text
 from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
 from privleak.metrics import sequence as seq
 from privleak.training.family import train_tokenizer
 from tests.conftest import tiny_bert_classifier, tiny_llama, tiny_opt, word_tokenizer
+from tests.test_dp_rag import CHATML
 
 pytestmark = pytest.mark.paper_tiny
 
 REPO = Path(__file__).resolve().parents[1]
-# DAG order of the S1 and S0 stages; prepare_models/context_gain are not S0/S1 (and the paper
-# profile prepares no embedded model).
+# DAG order of the S1, S0 and S4 stages; prepare_models/context_gain are not S0/S1/S4 (and the
+# paper profile prepares no embedded model).
 STAGES = [
     "prepare_data",
     "train_family",
@@ -48,12 +53,15 @@ STAGES = [
     "s0_family",
     "render_s0",
     "render_claims",
+    "s4_retrieve",
+    "s4_generate",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
 SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["scores"][
     "sequences"
 ].removeprefix("file:")
 PADDED_ROWS = 8
+S4_DOCUMENTS, S4_RARE_DETAILS, S4_MAX_RETRIEVE = 24, 3, 3
 
 
 def _lm_tokenizer(texts: list[str]):
@@ -79,6 +87,19 @@ def _save_lms(root: Path, texts: list[str]) -> dict[str, str]:
         tokenizer.save_pretrained(folder)
         folders[name] = str(folder)
     return folders
+
+
+def _save_chat_lm(root: Path) -> str:
+    """A tiny Llama whose byte-level BPE tokenizer, trained on medical_dirichlet documents, has
+    ChatML markers as special tokens and a ChatML chat template (the S4 paper LM's stand-in)."""
+    records, _ = generate("medical_dirichlet", 40, 7, {"diseases": 5, "rare_details": 5})
+    tokenizer = train_tokenizer([document_text(r) for r in records], vocab_size=400)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tokenizer.chat_template = CHATML
+    folder = root / "models" / "tiny-chat"
+    tiny_llama(vocab_size=len(tokenizer), window=2048, seed=2).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
 
 
 def _hub_like_datasets(root: Path) -> dict[str, str]:
@@ -117,7 +138,7 @@ def _sequence_file(root: Path) -> list[str]:
     return [r["prefix"] + r["suffix"] for r in rows] + [r["text"] for r in records]
 
 
-def _paper_params(root: Path, lms: dict, hub: dict, factkb: str) -> dict:
+def _paper_params(root: Path, lms: dict, hub: dict, factkb: str, chat_lm: str) -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["profile"] = "paper"
     smoke = {group: params[group]["smoke"] for group in ("data", "family", "s1", "s0")}
@@ -161,6 +182,14 @@ def _paper_params(root: Path, lms: dict, hub: dict, factkb: str) -> dict:
     s0["ngram"] |= {"examples": 1, "ns": [16, 4], "unigram_context_tokens": 16}
     s0["bounded"] |= {"examples": 1, "eps": [0.5, 2.0], "n": 16}
     s0["family"] |= {"examples": 1, "context_tokens": 48, "max_new_tokens": 8, "n": 16}
+    s4 = params["s4"]["paper"]
+    s4["lm"] = chat_lm
+    s4["corpus"]["n"] = S4_DOCUMENTS
+    s4["corpus"]["options"] |= {"diseases": 4, "rare_details": S4_RARE_DETAILS}
+    s4["retrieval"] |= {"k": 3, "max_retrieve": S4_MAX_RETRIEVE}
+    # Twice one question's streams, as the paper profile's 202 = 2 * (1 + 100).
+    s4["generation"] |= {"max_new_tokens": 4, "max_batch_streams": 8, "rag_k": 2}
+    s4["densities"] |= {"documents": 10, "draws": 200}
     return params
 
 
@@ -188,7 +217,7 @@ def paper_root(tmp_path_factory) -> Path:
     factkb = root / "models" / "tiny-factkb"
     tiny_bert_classifier().save_pretrained(factkb)
     word_tokenizer(add_bos=False).save_pretrained(factkb)
-    params = _paper_params(root, lms, hub, str(factkb))
+    params = _paper_params(root, lms, hub, str(factkb), _save_chat_lm(root))
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for stage in STAGES:
         _run_stage(root, stage)
@@ -273,3 +302,39 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     # The paper profile disables S0's fine-tuned miniature; the family is still trained once.
     assert "needs s0_finetune responses" in notes["s0.known_context.influence"]
     assert "training seeds" in notes["s0.model_size.influence"]
+
+
+def test_s4_answers_every_question_with_both_decoders_at_every_epsilon(paper_root):
+    s4 = paper_root / "data" / "interim" / "s4"
+    questions = pd.read_parquet(s4 / "retrieve" / "questions.parquet")
+    assert (questions["kind"] == "planted").sum() == S4_RARE_DETAILS
+    assert questions.loc[questions["kind"] == "disease", "frequency"].sum() == S4_DOCUMENTS
+    kept = questions["chosen"].map(len)
+    assert (kept <= S4_MAX_RETRIEVE).all() and (kept <= questions["above"]).all()
+    assert (questions["rag"].map(len) == 2).all()
+    responses = pd.read_parquet(s4 / "generate" / "responses.parquet")
+    epsilons = yaml.safe_load((paper_root / "params.yaml").read_text())["s4"]["paper"]["budget"][
+        "epsilons"
+    ]
+    runs = responses.groupby(["decoder", "epsilon"])["question_id"].agg(sorted)
+    assert set(runs.index) == {("dp_rag", e) for e in epsilons} | {("rag", float("inf"))}
+    assert all(ids == sorted(questions["question_id"]) for ids in runs)
+    dp_rag = responses[responses["decoder"] == "dp_rag"].merge(
+        questions[["question_id", "chosen"]], on="question_id"
+    )
+    assert (dp_rag["documents"] == dp_rag["chosen"].map(len)).all()
+    assert (dp_rag["public_only"] == (dp_rag["documents"] == 0)).all()
+    assert responses["new_tokens"].between(1, 4).all()
+
+
+def test_s4_every_planted_fact_has_a_finite_log_prob_under_both_decoders(paper_root):
+    planted = pd.read_parquet(
+        paper_root / "data" / "interim" / "s4" / "generate" / "planted.parquet"
+    )
+    assert planted["question_id"].nunique() == S4_RARE_DETAILS
+    assert set(planted.groupby("question_id")["decoder"].agg(frozenset)) == {
+        frozenset({"dp_rag", "rag"})
+    }
+    assert len(planted) == S4_RARE_DETAILS * 3  # two epsilons and the non-private RAG
+    assert planted["log_prob"].map(math.isfinite).all() and (planted["log_prob"] <= 0).all()
+    assert (planted["fact_tokens"] >= 1).all()
