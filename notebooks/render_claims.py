@@ -879,7 +879,7 @@ pairs = s4_planted[
 ].pivot_table(index="question_id", columns="decoder", values="log_prob")
 add(
     "s4.censors_individual_knowledge",
-    boot((pairs["dp_rag"] - pairs["rag"]).to_numpy() if len(pairs) else [], np.mean),
+    boot((pairs["dp_rag"] - pairs["rag"]).to_numpy() if len(pairs) else np.array([]), np.mean),
     paper=PAPER4,
     quote="Because DP-RAG protects privacy by making sure a result does not depend on one PU, it "
     "will, by design, censor every knowledge that is too specific about one individual.",

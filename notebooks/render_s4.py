@@ -238,7 +238,8 @@ logprob = planted.assign(
 ).pivot_table(index="question_id", columns="label", values="log_prob", aggfunc="first")
 facts = (
     questions[questions["kind"] == "planted"]
-    .set_index("question_id")[["fact", "holder_chosen", "holder_rank", "above"]]
+    .set_index("question_id")
+    .reindex(columns=["fact", "holder_chosen", "holder_rank", "above"])  # none without facts
     .join(logprob.add_prefix("log_prob: "))
     .join(reproduced.add_prefix("reproduced: "))
     .join(planted[planted["decoder"] == "rag"].set_index("question_id")["greedy_emits"])

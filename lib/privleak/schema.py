@@ -913,6 +913,7 @@ def _check_prepared(params: Params, p: str) -> None:
     if s1.scores.models != "family":
         named += [(f"s1.{p}.scores.models[{i}]", m) for i, m in enumerate(s1.scores.models)]
     named += [(f"s1.{p}.public.model", s1.public.model)]
+    named += [(f"s4.{p}.lm", getattr(params.s4, p).lm)]
     for key, name in named:
         if name in EMBEDDED_LMS and name not in models.prepare:
             raise _fail(f"an embedded model must be listed in models.{p}.prepare", key, value=name)
