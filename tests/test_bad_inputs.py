@@ -214,7 +214,7 @@ CASES = {
         f"{CORPUS}.source",
         "synthetic:cnn",
         f"{CORPUS}.source = 'synthetic:cnn': unknown synthetic generator; allowed: "
-        "synthetic:cnn_dm, synthetic:pretrain, synthetic:pubmedqa",
+        "synthetic:cnn_dm, synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
     ),
     "unknown_group": Case(
         "s2", {"smoke": {}}, "s2: unknown key; allowed: profile, seed, figures", check=True
