@@ -87,14 +87,14 @@ TITLES = {
     "top_p": ("s4_fig5", f"S4 Fig. 5: top-p threshold density (p = {densities['p']})"),
 }
 metrics["threshold_sampler"] = {}
-for utility, (stem, title) in TITLES.items():
-    curve = curves[curves["utility"] == utility]
+for shape, (stem, title) in TITLES.items():
+    curve = curves[curves["utility"] == shape]
     low, high = curve["low"].to_numpy(), curve["high"].to_numpy()
     density = curve["density"].to_numpy()
-    sampled = draws.loc[draws["utility"] == utility, "threshold"].to_numpy()
+    sampled = draws.loc[draws["utility"] == shape, "threshold"].to_numpy()
     distance = kolmogorov(low, high, density, sampled)
     critical = 1.358 / math.sqrt(len(sampled))  # the KS test's 5 % critical value
-    metrics["threshold_sampler"][utility] = {
+    metrics["threshold_sampler"][shape] = {
         "draws": len(sampled),
         "kolmogorov_distance": distance,
         "critical_5pct": critical,
