@@ -52,9 +52,10 @@ STAGES = [
     "s0_text",
     "s0_family",
     "render_s0",
-    "render_claims",
     "s4_retrieve",
     "s4_generate",
+    "render_s4",
+    "render_claims",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
 SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["scores"][
