@@ -197,11 +197,11 @@ def main() -> int:
                 model,
                 question,
                 decoded.tokens[q].tolist(),
-                settings,
+                [settings],
                 pad_id=pad,
                 eos_token_id=eos,
                 blocked_steps=new,
-            )
+            )[0]
             for q, question in enumerate(questions)
         ]
     )

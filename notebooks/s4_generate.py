@@ -5,16 +5,22 @@
 #   each, plus the public stream (the question alone), sampled token by token from
 #   exp(eps_token * U / (2 * 2C)) (Grislain's DP-ICL; sensitivity 2C under the max_retrieve cap);
 #   eps_token comes from epsilon, delta and the threshold's share by dp_accounting composition,
-#   every response charged max_new_tokens tokens;
+#   every response charged max_new_tokens tokens. All epsilons decode in one call, so a
+#   question's prompts are prefilled once for every epsilon;
 # - by the non-private RAG (epsilon = inf): the exact top rag_k documents in one prompt, greedy.
+#
+# Every answer opens with a public prefix, the same text in every stream (no privacy cost): a
+# disease question's is `generation.answer_prefix`, a planted fact's its own ("The serial
+# number of <patient>'s <implant> is"). The paper lets its responses run long; a short answer
+# spends the budget on the tokens that carry the answer (its own advice: "ask question with
+# shorter responses").
 #
 # Accuracy (Fig. 6): the response names the question's disease (`privleak.dp_rag.names_disease`:
 # case, spaces and punctuation ignored, spelling not). Measured privacy: each planted fact (a
 # serial number held by exactly one document) is asked for; a response reproduces it when the
 # serial appears verbatim. Beside that single sample, its exact log-probability under each decoder
-# after a forced answer prefix ("The serial number of <patient>'s <implant> is"): the sum over its
-# tokens of the decoder's own next-token log-probability (DP-ICL: the mixed distribution;
-# RAG: the LM's, and whether greedy emits it).
+# after the answer prefix: the sum over its tokens of the decoder's own next-token log-probability
+# (DP-ICL: the mixed distribution; RAG: the LM's, and whether greedy emits it).
 
 # %% tags=["parameters"]
 seed = 0
@@ -23,13 +29,14 @@ device = "cpu"
 dtype = "float32"
 device_map = None
 budget = {"epsilons": [5.0, 20.0], "delta": 1e-3, "retrieval_epsilon": 1.0}
-dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 6.0}
+dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 1.0}
 generation = {
     "template": "chat",
     "max_new_tokens": 6,
     "min_new_tokens": 1,
-    "max_batch_streams": 16,
+    "max_batch_streams": 10,
     "rag_k": 3,
+    "answer_prefix": "The disease is called",
 }
 
 # %%
@@ -58,6 +65,8 @@ from privleak.errors import require
 IN, OUT = paths.INTERIM / "s4" / "retrieve", paths.INTERIM / "s4" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
 questions = pd.read_parquet(IN / "questions.parquet")
+for column in ("answer_prefix", "fact"):  # a file: or hf: corpus plants no facts
+    questions[column] = questions.get(column)
 documents = {r["id"]: document_text(r) for r in read_jsonl(IN / "medical.jsonl")}
 template, max_new = generation["template"], generation["max_new_tokens"]
 budgets = [
@@ -74,33 +83,37 @@ pd.DataFrame([b.__dict__ for b in budgets])
 # %%
 ask = questions["question"].tolist()
 keys = questions["question_id"].tolist()
+prefixes = [
+    prefix if kind == "planted" else generation["answer_prefix"]
+    for kind, prefix in zip(questions["kind"], questions["answer_prefix"], strict=True)
+]
 common = {
     "keys": keys,
     "template": template,
     "max_new_tokens": max_new,
     "min_new_tokens": generation["min_new_tokens"],
+    "answer_prefixes": prefixes,
     "max_batch_streams": generation["max_batch_streams"],
 }
-rows = []
-for spent in budgets:
-    settings = DPICLSettings(spent.token_epsilon, **dp_icl)
-    started = time.perf_counter()
-    answers = dp_rag_generate(
-        model,
-        tokenizer,
-        ask,
-        [[documents[i] for i in chosen] for chosen in questions["chosen"]],
-        settings,
-        seed=seed,
-        cache=store.cache("dp_rag", lm),
-        **common,
-    )
-    print(f"DP-RAG at epsilon {spent.epsilon}: {len(ask)} questions in "
-          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-    rows += [
-        {"question_id": key, "decoder": "dp_rag", "epsilon": spent.epsilon, **answer}
-        for key, answer in zip(keys, answers, strict=True)
-    ]
+settings = [DPICLSettings(spent.token_epsilon, **dp_icl) for spent in budgets]
+started = time.perf_counter()
+answers = dp_rag_generate(
+    model,
+    tokenizer,
+    ask,
+    [[documents[i] for i in chosen] for chosen in questions["chosen"]],
+    settings,
+    seed=seed,
+    cache=store.cache("dp_rag", lm),
+    **common,
+)
+print(f"DP-RAG at epsilons {budget['epsilons']}: {len(ask)} questions in "
+      f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+rows = [
+    {"question_id": key, "decoder": "dp_rag", "epsilon": spent.epsilon, **answer}
+    for spent, per_question in zip(budgets, answers, strict=True)
+    for key, answer in zip(keys, per_question, strict=True)
+]
 started = time.perf_counter()
 answers = rag_generate(
     model,
@@ -115,9 +128,8 @@ rows += [
     {"question_id": key, "decoder": "rag", "epsilon": math.inf, "public_only": False, **answer}
     for key, answer in zip(keys, answers, strict=True)
 ]
-# reindex: a corpus without planted rare details (a file: or hf: corpus) has no `fact` column.
 responses = pd.DataFrame(rows).merge(
-    questions.reindex(columns=["question_id", "kind", "disease", "frequency", "fact"]),
+    questions[["question_id", "kind", "disease", "frequency", "fact"]],
     on="question_id",
 )
 responses["correct"] = [
@@ -146,26 +158,26 @@ eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
 
 
 def fact_rows(question) -> list[dict]:
-    prefix = tokenizer(question["answer_prefix"], add_special_tokens=False)["input_ids"]
     fact = tokenizer(question["fact"], add_special_tokens=False)["input_ids"]
-    blocked = max(0, generation["min_new_tokens"] - len(prefix))
     base = {"question_id": question["question_id"], "fact_tokens": len(fact)}
-    streams = [
-        ids + prefix
-        for ids in stream_prompts(
-            tokenizer, question["question"], [documents[i] for i in question["chosen"]], template
-        )
-    ]
-    out = []
-    for spent in budgets:
-        settings = DPICLSettings(spent.token_epsilon, **dp_icl)
-        logprobs = dp_icl_forced_logprobs(
-            model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
-        )
-        out.append({**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
-                    "log_prob": float(logprobs.sum()), "greedy_emits": None})  # fmt: skip
+    blocked = generation["min_new_tokens"]  # the decoder blocks EOS on the first answer tokens
+    streams = stream_prompts(
+        tokenizer,
+        question["question"],
+        [documents[i] for i in question["chosen"]],
+        template,
+        question["answer_prefix"],
+    )
+    logprobs = dp_icl_forced_logprobs(
+        model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
+    )  # [epsilons, fact tokens], one forward for every epsilon
+    out = [
+        {**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
+         "log_prob": float(row.sum()), "greedy_emits": None}
+        for spent, row in zip(budgets, logprobs, strict=True)
+    ]  # fmt: skip
     rag = prompt_ids(tokenizer, question["question"], [documents[i] for i in question["rag"]],
-                     template) + prefix  # fmt: skip
+                     template, question["answer_prefix"])  # fmt: skip
     distribution = lm_forced_distribution(
         model, rag, fact, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
     )

@@ -16,6 +16,8 @@ from privleak.decoding import (
     top_k,
     top_p,
 )
+from privleak.dp_icl import DPICLMix
+from privleak.dp_rag import DPICLSettings, dp_icl_forced_logprobs
 from privleak.prompts import ContextPrompt
 from privleak.scoring import continuation_logprobs
 from tests.conftest import tiny_llama, tiny_opt
@@ -111,3 +113,24 @@ def test_decoder_logprobs_on_cuda_equal_the_distribution_for_flat_peaked_and_tie
             assert torch.equal(torch.isinf(got), torch.isinf(reference)), chain
             finite = torch.isfinite(reference)
             torch.testing.assert_close(got[finite], reference[finite], atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_dp_icl_samples_agree_on_cpu_and_cuda_and_equal_the_forced_log_probs(build):
+    """DP-RAG's decode (1 public + 3 document streams per group, two epsilons, one mix) draws
+    the same tokens on both devices; on CUDA its recorded log-probs are the exact forced ones."""
+    streams = [[5, 9, 4], [5, 30, 31, 9, 4], [5, 12, 6, 9, 4], [5, 7, 22, 8, 9, 4]]
+    settings = [DPICLSettings(epsilon=e, clip=0.5, theta=1.0) for e in (0.5, 3.0)]
+    mix = DPICLMix(3, [s.epsilon / s.sensitivity for s in settings], 1.0, 0.5, 1.0)
+    kwargs = {"max_new_tokens": 8, "streams_per_group": 4, "mix": mix, "seed": 2,
+              "group_keys": ["low", "high"], "eos_token_id": 2, "min_new_tokens": 8}  # fmt: skip
+    cpu = decode(build(), streams * 2, **kwargs)
+    model = build().cuda()
+    cuda = decode(model, streams * 2, **kwargs)
+    assert torch.equal(cpu.tokens, cuda.tokens)
+    for g, setting in enumerate(settings):
+        (forced,) = dp_icl_forced_logprobs(
+            model, streams, cuda.tokens[g].tolist(), [setting], pad_id=0, eos_token_id=2,
+            blocked_steps=8,
+        )  # fmt: skip
+        assert torch.allclose(forced, cuda.sample_logprobs[g].cpu(), atol=1e-4)

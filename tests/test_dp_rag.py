@@ -118,6 +118,9 @@ def test_prompt_layouts():
     # the template writes its own specials: no BOS added on top
     assert prompt_ids(tokenizer, "the cat", [], "chat")[0] != tokenizer.bos_token_id
     assert prompt_ids(tokenizer, "the cat", [], "plain")[0] == tokenizer.bos_token_id
+    # a public answer prefix opens the answer in both layouts
+    assert prompt_text(tokenizer, "q?", [], "plain", "It is") == "Question: q?\nAnswer: It is"
+    assert prompt_text(tokenizer, "q?", ["d1"], "chat", "It is") == chat + "It is"
     with pytest.raises(PrivleakError, match="template 'xml' is unknown"):
         prompt_text(tokenizer, "q?", [], "xml")
 
@@ -132,9 +135,10 @@ def test_settings_reject_bad_mechanism_params():
 def _generate(lm, questions, documents, keys, **kwargs):
     model, tokenizer = lm
     options = {"template": "plain", "max_new_tokens": 6, "seed": 7, **kwargs}
-    return dp_rag_generate(
-        model, tokenizer, questions, documents, DPICLSettings(epsilon=2.0), keys=keys, **options
+    (rows,) = dp_rag_generate(
+        model, tokenizer, questions, documents, [DPICLSettings(epsilon=2.0)], keys=keys, **options
     )
+    return rows
 
 
 def test_responses_do_not_depend_on_batching_or_other_questions(lm):
@@ -148,6 +152,69 @@ def test_responses_do_not_depend_on_batching_or_other_questions(lm):
     assert [r["public_only"] for r in together] == [False, False, True]
 
 
+class PrefillTokens:
+    """A model proxy summing the real (unpadded) tokens of its multi-token forwards: the
+    prefills."""
+
+    def __init__(self, model):
+        self.model, self.tokens = model, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **inputs):
+        if inputs["input_ids"].shape[1] > 1:
+            self.tokens += int(inputs["attention_mask"].sum())
+        return self.model(**inputs)
+
+
+def test_settings_share_one_prefill_and_keep_their_own_draws(lm):
+    """Two epsilons in one call: each setting's responses equal that setting decoded alone, and
+    the prompts are prefilled once for both (so are they when the budget fits one question's
+    settings but not every question)."""
+    model, tokenizer = lm
+    documents = [DOCS[:2], DOCS[1:3], DOCS[2:]]
+    settings = [DPICLSettings(epsilon=0.5), DPICLSettings(epsilon=4.0)]
+    options = {"keys": ["a", "b", "c"], "template": "plain", "max_new_tokens": 4, "seed": 3,
+               "answer_prefixes": ["it is", "it is", "it is"]}  # fmt: skip
+    counted = PrefillTokens(model)
+    alone = [dp_rag_generate(counted, tokenizer, QUESTIONS, documents, [s], **options)[0]
+             for s in settings]  # fmt: skip
+    single = counted.tokens // 2
+    for budget in (None, 6):
+        counted.tokens = 0
+        together = dp_rag_generate(
+            counted, tokenizer, QUESTIONS, documents, settings, max_batch_streams=budget, **options
+        )
+        assert [[r["tokens"] for r in rows] for rows in together] == [
+            [r["tokens"] for r in rows] for rows in alone
+        ]
+        assert counted.tokens == single, budget
+    assert [r["tokens"] for r in alone[0]] != [r["tokens"] for r in alone[1]]
+
+
+def test_settings_of_one_call_share_the_mechanism_shape(lm):
+    model, tokenizer = lm
+    with pytest.raises(PrivleakError, match="may differ in epsilon/sensitivity only"):
+        dp_rag_generate(
+            model, tokenizer, QUESTIONS[:1], [DOCS[:1]],
+            [DPICLSettings(epsilon=1.0), DPICLSettings(epsilon=1.0, theta=2.0)],
+            keys=["a"], template="plain", max_new_tokens=2,
+        )  # fmt: skip
+
+
+def test_forced_log_probs_of_several_settings_equal_each_alone(lm):
+    model, tokenizer = lm
+    streams = stream_prompts(tokenizer, "the cat ran", DOCS[:3], "plain", "it is")
+    settings = [DPICLSettings(epsilon=e, clip=0.4, theta=0.5) for e in (0.3, 3.0)]
+    both = dp_icl_forced_logprobs(model, streams, [5, 6, 7], settings, pad_id=0)
+    assert both.shape == (2, 3)
+    for row, setting in zip(both, settings, strict=True):
+        alone = dp_icl_forced_logprobs(model, streams, [5, 6, 7], [setting], pad_id=0)[0]
+        torch.testing.assert_close(row, alone, atol=1e-6, rtol=0)
+    assert not torch.allclose(both[0], both[1])
+
+
 def test_decoder_log_probs_equal_the_exact_forced_ones(lm):
     """The log-prob the decoder recorded for each token it sampled equals the forced
     computation (one teacher-forced forward, the mix applied per position): the planted-fact
@@ -155,13 +222,13 @@ def test_decoder_log_probs_equal_the_exact_forced_ones(lm):
     model, tokenizer = lm
     settings = DPICLSettings(epsilon=2.0, alpha=2.0, clip=0.4, theta=0.5)
     for docs in (DOCS[:3], []):
-        (row,) = dp_rag_generate(
-            model, tokenizer, ["the cat ran"], [docs], settings, keys=["x"], template="plain",
+        ((row,),) = dp_rag_generate(
+            model, tokenizer, ["the cat ran"], [docs], [settings], keys=["x"], template="plain",
             max_new_tokens=5, min_new_tokens=2, seed=1,
         )  # fmt: skip
         streams = stream_prompts(tokenizer, "the cat ran", docs, "plain")
-        forced = dp_icl_forced_logprobs(
-            model, streams, row["tokens"], settings, pad_id=tokenizer.pad_token_id,
+        (forced,) = dp_icl_forced_logprobs(
+            model, streams, row["tokens"], [settings], pad_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id, blocked_steps=2,
         )  # fmt: skip
         torch.testing.assert_close(forced, torch.tensor(row["sample_logprobs"]), atol=1e-5, rtol=0)
@@ -221,8 +288,8 @@ def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
         settings = DPICLSettings(epsilon=epsilon, alpha=1.0, clip=0.5, theta=1.0)
         return torch.stack([
             dp_icl_forced_logprobs(
-                model, streams, [token], settings, pad_id=tokenizer.pad_token_id
-            )[0]
+                model, streams, [token], [settings], pad_id=tokenizer.pad_token_id
+            )[0, 0]
             for token in range(16)
         ])  # fmt: skip
 

@@ -90,36 +90,43 @@ def _body(question: str, documents: Sequence[str]) -> str:
     return f"Documents:\n{listed}\n\nQuestion: {question}"
 
 
-def prompt_text(tokenizer, question: str, documents: Sequence[str], template: str) -> str:
+def prompt_text(
+    tokenizer, question: str, documents: Sequence[str], template: str, answer_prefix: str = ""
+) -> str:
     """The prompt for `documents` (none: the public stream; one: a DP-ICL document stream;
     several: the ordinary RAG prompt) and the question: `chat` wraps it in the tokenizer's own
     chat template (system + user turn, then the assistant's turn opens), `plain` ends in
-    'Answer:' for base models."""
+    'Answer:' for base models. A public `answer_prefix` opens the answer (every stream sees the
+    same text, so it costs no privacy budget) and the response continues it."""
     _check_template(template)
     body = _body(question, documents)
     if template == "plain":
-        return f"{body}\nAnswer:"
+        return f"{body}\nAnswer: {answer_prefix}" if answer_prefix else f"{body}\nAnswer:"
     require(
         getattr(tokenizer, "chat_template", None) is not None,
         "DP-RAG template 'chat' needs a tokenizer with a chat template; this one has none "
         "(use template: plain for a base model)",
     )
     turns = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
-    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    opened = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    return opened + answer_prefix
 
 
-def prompt_ids(tokenizer, question: str, documents: Sequence[str], template: str) -> list[int]:
+def prompt_ids(
+    tokenizer, question: str, documents: Sequence[str], template: str, answer_prefix: str = ""
+) -> list[int]:
     """`prompt_text` as token ids (a chat template writes its own special tokens)."""
-    text = prompt_text(tokenizer, question, documents, template)
+    text = prompt_text(tokenizer, question, documents, template, answer_prefix)
     return list(tokenizer(text, add_special_tokens=template == "plain")["input_ids"])
 
 
 def stream_prompts(
-    tokenizer, question: str, documents: Sequence[str], template: str
+    tokenizer, question: str, documents: Sequence[str], template: str, answer_prefix: str = ""
 ) -> list[list[int]]:
     """[1 + k] token lists: the public stream, then one stream per document."""
-    return [prompt_ids(tokenizer, question, [], template)] + [
-        prompt_ids(tokenizer, question, [document], template) for document in documents
+    return [prompt_ids(tokenizer, question, [], template, answer_prefix)] + [
+        prompt_ids(tokenizer, question, [document], template, answer_prefix)
+        for document in documents
     ]
 
 
@@ -143,10 +150,7 @@ class DPICLSettings:
         require(self.sensitivity >= 1, f"sensitivity (x C) must be >= 1, got {self.sensitivity}")
 
     def mix(self, documents: int) -> DPICLMix:
-        # exp(eps * U / (2 * sensitivity * C)): DPICLMix scales by 2C, so eps shrinks instead.
-        return DPICLMix(
-            documents, self.epsilon / self.sensitivity, self.alpha, self.clip, self.theta
-        )
+        return _mix([self], documents, 1)
 
     def key(self) -> tuple:
         return (self.epsilon, self.alpha, self.clip, self.theta, self.sensitivity)
@@ -168,54 +172,75 @@ def dp_rag_generate(
     tokenizer,
     questions: Sequence[str],
     documents: Sequence[Sequence[str]],
-    settings: DPICLSettings,
+    settings: Sequence[DPICLSettings],
     *,
     keys: Sequence[Hashable],
     template: str,
     max_new_tokens: int,
     min_new_tokens: int = 0,
+    answer_prefixes: Sequence[str] | None = None,
     seed: int = 0,
     max_batch_streams: int | None = None,
     cache=None,
-) -> list[dict]:
-    """One DP-ICL response per question: {tokens, text, sample_logprobs, documents,
-    public_only}. Question i's streams are its public prompt and one prompt per
-    documents[i]; a question with no documents is answered from the public stream alone
-    (public_only). Questions with the same document count decode together (one group = 1 + k
-    streams, one batched cached forward per step); question i's draws depend only on
-    (seed, keys[i], settings), never on batching or the other questions."""
+) -> list[list[dict]]:
+    """DP-ICL responses [settings][question]: {tokens, text, sample_logprobs, documents,
+    public_only}. Question i's streams are its public prompt and one prompt per documents[i]
+    (each opening the answer with answer_prefixes[i], default none); a question with no
+    documents is answered from the public stream alone (public_only). Questions with the same
+    document count decode together (one group = 1 + k streams, one batched cached forward per
+    step), every setting of a question beside the others, so their identical prompts are
+    prefilled once whenever the batch budget holds them all. Question i's draws under a setting
+    depend only on (seed, keys[i], that setting), never on batching or the other questions.
+    The settings may differ in epsilon and sensitivity only (one mix serves them)."""
+    prefixes = [""] * len(questions) if answer_prefixes is None else list(answer_prefixes)
     require(
-        len(questions) == len(documents) == len(keys),
-        "give one document list and key per question",
+        len(questions) == len(documents) == len(keys) == len(prefixes),
+        "give one document list, key and answer prefix per question",
     )
     require(len(questions) >= 1, "dp_rag_generate needs at least one question")
+    require(len(settings) >= 1, "dp_rag_generate needs at least one DPICLSettings")
+    shape = {(s.alpha, s.clip, s.theta) for s in settings}
+    require(len(shape) == 1, "DPICLSettings of one call may differ in epsilon/sensitivity only")
     by_count: dict[int, list[int]] = {}
     for i, docs in enumerate(documents):
         by_count.setdefault(len(docs), []).append(i)
-    rows: list[dict | None] = [None] * len(questions)
+    rows: list[list[dict | None]] = [[None] * len(questions) for _ in settings]
     for count, members in sorted(by_count.items()):
-        prompts = [
-            ids
-            for i in members
-            for ids in stream_prompts(tokenizer, questions[i], documents[i], template)
-        ]
+        family = (1 + count) * len(settings)  # one question's streams under every setting
+        budget = max_batch_streams
+        if budget is not None and budget >= family:
+            budget -= budget % family  # a batch never splits a question's settings
+        prompts = []
+        for i in members:
+            streams = stream_prompts(tokenizer, questions[i], documents[i], template, prefixes[i])
+            prompts += [ids for _ in settings for ids in streams]
         decoded = decode(
             model,
             prompts,
             max_new_tokens=max_new_tokens,
             streams_per_group=1 + count,
-            mix=settings.mix(count),
+            mix=_mix(settings, count, len(members)),
             seed=seed,
-            group_keys=[(keys[i], settings.key()) for i in members],
+            group_keys=[(keys[i], s.key()) for i in members for s in settings],
             eos_token_id=tokenizer.eos_token_id,
             min_new_tokens=min_new_tokens,
             pad_id=tokenizer.pad_token_id,
-            max_batch_streams=max_batch_streams,
+            max_batch_streams=budget,
             cache=cache,
         )
-        for i, row in zip(members, _rows(decoded, range(len(members)), tokenizer), strict=True):
-            rows[i] = {**row, "documents": count, "public_only": count == 0}
+        answers = iter(_rows(decoded, range(len(members) * len(settings)), tokenizer))
+        for i in members:
+            for per_setting in rows:
+                per_setting[i] = {**next(answers), "documents": count, "public_only": count == 0}
     return rows
+
+
+def _mix(settings: Sequence[DPICLSettings], documents: int, questions: int) -> DPICLMix:
+    """One DPICLMix for groups ordered question-major, setting-minor. exp(eps * U / (2 *
+    sensitivity * C)): DPICLMix scales by 2C, so each setting's eps shrinks instead."""
+    first = settings[0]
+    epsilons = [s.epsilon / s.sensitivity for s in settings] * questions
+    return DPICLMix(documents, epsilons, first.alpha, first.clip, first.theta)
 
 
 def rag_generate(
@@ -228,18 +253,21 @@ def rag_generate(
     template: str,
     max_new_tokens: int,
     min_new_tokens: int = 0,
+    answer_prefixes: Sequence[str] | None = None,
     max_batch_streams: int | None = None,
     cache=None,
 ) -> list[dict]:
     """The non-private baseline (epsilon = inf): every document of question i in one prompt,
-    greedy decoding. Rows {tokens, text, sample_logprobs, documents}."""
+    greedy decoding, the answer opened with answer_prefixes[i] (default none). Rows {tokens,
+    text, sample_logprobs, documents}."""
+    prefixes = [""] * len(questions) if answer_prefixes is None else list(answer_prefixes)
     require(
-        len(questions) == len(documents) == len(keys),
-        "give one document list and key per question",
+        len(questions) == len(documents) == len(keys) == len(prefixes),
+        "give one document list, key and answer prefix per question",
     )
     prompts = [
-        prompt_ids(tokenizer, q, docs, template)
-        for q, docs in zip(questions, documents, strict=True)
+        prompt_ids(tokenizer, q, docs, template, prefix)
+        for q, docs, prefix in zip(questions, documents, prefixes, strict=True)
     ]
     decoded = decode(
         model,
@@ -309,21 +337,26 @@ def dp_icl_forced_logprobs(
     model,
     streams: Sequence[Sequence[int]],
     target: Sequence[int],
-    settings: DPICLSettings,
+    settings: Sequence[DPICLSettings],
     *,
     pad_id: int,
     eos_token_id: int | None = None,
     blocked_steps: int = 0,
 ) -> torch.Tensor:
-    """[T] log P_DP-ICL(target_t | ...) of the target forced after the 1 + k `streams` (public
-    first): at each position the decoder's own distribution, eps * U / (2 * sensitivity * C)
-    normalised, so their sum is the exact log-probability that DP-RAG emits the target there."""
+    """[len(settings), T] log P_DP-ICL(target_t | ...) of the target forced after the 1 + k
+    `streams` (public first), under each setting from one forward: at each position the
+    decoder's own distribution, eps * U / (2 * sensitivity * C) normalised, so a row's sum is
+    the exact log-probability that DP-RAG emits the target there."""
     logprobs = forced_logprobs(model, streams, target, pad_id)  # [1 + k, T, V]
     documents = logprobs[1:].transpose(0, 1)  # [T, k, V]
     present = torch.ones(documents.shape[:2], dtype=torch.bool, device=documents.device)
-    utility = dp_icl_utility(
-        logprobs[0], documents, present, settings.alpha, settings.clip, settings.theta
-    )
-    logits = settings.epsilon / settings.sensitivity * utility / (2 * settings.clip)
-    mixed = torch.log_softmax(_block_eos(logits, eos_token_id, blocked_steps), dim=-1)
-    return mixed.gather(-1, torch.tensor(target, device=mixed.device)[:, None])[:, 0].cpu()
+    chosen = torch.tensor(target, device=logprobs.device)[:, None]
+    rows = []
+    for setting in settings:
+        utility = dp_icl_utility(
+            logprobs[0], documents, present, setting.alpha, setting.clip, setting.theta
+        )
+        logits = setting.epsilon / setting.sensitivity * utility / (2 * setting.clip)
+        mixed = torch.log_softmax(_block_eos(logits, eos_token_id, blocked_steps), dim=-1)
+        rows.append(mixed.gather(-1, chosen)[:, 0])
+    return torch.stack(rows).cpu()

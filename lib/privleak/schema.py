@@ -781,6 +781,7 @@ class S4Generation(Strict):
     min_new_tokens: Annotated[int, INDEX]
     max_batch_streams: Annotated[int, COUNT]
     rag_k: Annotated[int, COUNT]  # the non-private baseline's exact top-k documents
+    answer_prefix: str  # opens every disease answer, in every stream ("" for none)
 
 
 class S4Densities(Strict):  # F4/F5: the threshold densities over one query's scores
