@@ -189,6 +189,7 @@ per_bucket
 
 # %%
 shown = asked[(asked["decoder"] == "rag") | (asked["epsilon"] == first_epsilon)]
+shown = shown.assign(text=shown["answer_prefix"] + shown["text"])  # the answer as a reader sees it
 table = (
     shown.pivot_table(
         index=["disease", "frequency"],
@@ -209,7 +210,8 @@ save_table(
     table,
     FIG / "s4_responses",
     note=f"DP-RAG at ε = {first_epsilon:g} (δ = {budgets['delta'].iloc[0]:g}) and the "
-    "non-private RAG (greedy) on each disease's symptom question; the paper's response table.",
+    "non-private RAG (greedy) on each disease's symptom question; the paper's response table. "
+    "Each answer opens with the same public prefix in every stream; the decoders wrote the rest.",
 )
 
 accountant = budgets.assign(

@@ -145,6 +145,7 @@ responses["reproduced"] = [
     )
 ]
 responses["new_tokens"] = responses["tokens"].map(len)
+responses["answer_prefix"] = responses["question_id"].map(dict(zip(keys, prefixes, strict=True)))
 responses.groupby(["kind", "decoder", "epsilon"])[["correct", "reproduced", "documents"]].agg(
     lambda x: x.astype(float).mean()
 )
