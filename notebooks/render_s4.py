@@ -189,7 +189,8 @@ per_bucket
 
 # %%
 shown = asked[(asked["decoder"] == "rag") | (asked["epsilon"] == first_epsilon)]
-shown = shown.assign(text=shown["answer_prefix"] + shown["text"])  # the answer as a reader sees it
+# the answer as a reader sees it, on one line (a sampled newline would break the markdown table)
+shown = shown.assign(text=(shown["answer_prefix"] + shown["text"]).str.replace("\n", " ⏎ "))
 table = (
     shown.pivot_table(
         index=["disease", "frequency"],
@@ -204,7 +205,8 @@ table.columns = [
     "disease", "frequency", "dp_rag_correct", "rag_correct", "dp_rag_documents",
     "rag_documents", "dp_rag_response", "rag_response",
 ]  # fmt: skip
-question_of = questions.set_index("disease")["question"].to_dict()
+# planted questions name a disease too: only the symptom question is the disease's
+question_of = questions[questions["kind"] == "disease"].set_index("disease")["question"].to_dict()
 table.insert(0, "question", table["disease"].map(question_of))
 save_table(
     table,
