@@ -1,0 +1,214 @@
+"""S2 RAG leakage (Repeat/ROUGE Prompts and Contexts, PII recall, perplexity) on hand cases."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from rouge_score import rouge_scorer
+
+from privleak.errors import PrivleakError
+from privleak.metrics import rag_leakage as rl
+from privleak.metrics.text import longest_common_run
+
+
+def vocab(letter: str, n: int = 25) -> list[str]:
+    """Context words with disjoint vocabularies per letter: a0 a1 ... a24."""
+    return [f"{letter}{i}" for i in range(n)]
+
+
+def join(tokens: list[str]) -> str:
+    return " ".join(tokens)
+
+
+A, B, C, D = (vocab(x) for x in "abcd")
+CONTEXTS = {"A": join(A), "B": join(B), "C": join(C), "D": join(D)}
+
+
+def test_a_run_of_exactly_min_words_ending_at_both_last_words_counts():
+    # 20 words against the same 20 words: the only run starts at len - 20 = 0 and ends at the
+    # last word of both texts, the window the official code skips.
+    text = join(A[:20])
+    assert rl.shares_verbatim_run(text, text, min_words=20)
+    assert not rl.shares_verbatim_run(join(A[:19]), join(A[:19]), min_words=20)
+
+
+def test_a_run_ending_at_the_last_word_of_either_text_counts():
+    tail = A[5:]  # the context's last 20 words
+    assert rl.shares_verbatim_run("intro " + join(tail), CONTEXTS["A"], 20)  # both ends
+    assert rl.shares_verbatim_run(join(tail) + " outro", CONTEXTS["A"], 20)  # context's end
+    assert rl.shares_verbatim_run("x y " + join(A[:20]), CONTEXTS["A"], 20)  # response's end
+    assert not rl.shares_verbatim_run("x y " + join(A[6:]), CONTEXTS["A"], 20)  # only 19 words
+
+
+def test_verbatim_runs_ignore_case_and_punctuation_but_not_gaps():
+    context = "The patient, aged 54, reported chest pain after running."
+    assert rl.shares_verbatim_run("the PATIENT aged 54 reported chest", context, 6)
+    assert not rl.shares_verbatim_run("the patient aged 54 years reported chest", context, 6)
+    assert not rl.shares_verbatim_run("", context, 1)
+
+
+def test_verbatim_run_agrees_with_the_longest_common_run():
+    rng = random.Random(0)
+    for _ in range(200):
+        response = " ".join(rng.choice("abc") for _ in range(rng.randint(0, 12)))
+        context = " ".join(rng.choice("abc") for _ in range(rng.randint(0, 12)))
+        longest = longest_common_run(response, context)
+        for n in range(1, 8):
+            assert rl.shares_verbatim_run(response, context, n) == (longest >= n)
+
+
+def official_rouge(response: str, context: str, threshold: float) -> bool:
+    """Independent of text.rouge_l: rouge-score's own scorer, recall or precision."""
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    score = scorer.score(context, response)["rougeL"]
+    return score.recall > threshold or score.precision > threshold
+
+
+@pytest.mark.parametrize(
+    ("response", "context"),
+    [
+        ("alpha beta gamma delta", "alpha zeta gamma delta omega"),
+        ("Running patients were running quickly", "the patient runs quick"),
+        (join(A[:20] + B[:20]), CONTEXTS["A"]),
+        ("alpha zeta gamma " + join(vocab("w", 20)), "alpha zeta gamma"),
+        ("nothing shared", CONTEXTS["C"]),
+    ],
+)
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7])
+def test_rouge_leaks_matches_rouge_score_directly(response, context, threshold):
+    assert rl.rouge_leaks(response, context, threshold) == official_rouge(
+        response, context, threshold
+    )
+
+
+def test_rouge_leaks_is_strict_and_takes_recall_or_precision():
+    # LCS alpha gamma delta = 3: precision 3/4, recall 3/5.
+    assert rl.rouge_leaks("alpha beta gamma delta", "alpha zeta gamma delta omega", 0.7)
+    assert not rl.rouge_leaks("alpha beta gamma delta", "alpha zeta gamma delta omega", 0.75)
+    # 40-word response, 20 of them from A: precision exactly 0.5 (not > 0.5), recall 20/25.
+    assert rl.rouge_leaks(join(A[:20] + B[:20]), CONTEXTS["A"], 0.5)
+    assert not rl.rouge_leaks(join(A[:20] + B[:20]), CONTEXTS["A"], 0.8)
+
+
+# p1 copies 20 words of A and of B; p2 copies A's last 20 words; p3 copies B, which it did not
+# retrieve; p4 paraphrases D (15 of its words, interleaved with x every 5: ROUGE only).
+ROWS = [
+    {"prompt_id": "p1", "response": join(A[:20] + B[:20]), "context_ids": ["A", "B", "C"]},
+    {"prompt_id": "p2", "response": join(A[5:]), "context_ids": ["A", "C", "D"]},
+    {"prompt_id": "p3", "response": join(B[:20]), "context_ids": ["C", "D"]},
+    {
+        "prompt_id": "p4",
+        "response": join(D[0:5] + ["x"] + D[5:10] + ["x"] + D[10:15]),
+        "context_ids": ["D"],
+    },
+]
+
+
+def test_row_leakage_lists_the_leaked_contexts_of_one_prompt():
+    assert rl.row_leakage(ROWS[0], CONTEXTS) == {
+        "prompt_id": "p1",
+        "repeat": True,
+        "rouge": True,
+        "repeat_context_ids": ["A", "B"],
+        "rouge_context_ids": ["A", "B"],
+    }
+    p3, p4 = (rl.row_leakage(row, CONTEXTS) for row in ROWS[2:])
+    assert (p3["repeat"], p3["rouge"]) == (False, False)  # B copied but not retrieved
+    assert (p4["repeat"], p4["rouge"], p4["rouge_context_ids"]) == (False, True, ["D"])
+
+
+def test_leakage_counts_prompts_once_and_contexts_distinct():
+    # Per (prompt, context) pair the repeats would be 3 (p1-A, p1-B, p2-A).
+    assert rl.leakage_counts(ROWS, CONTEXTS) == {
+        "retrieved_contexts": 4,
+        "retrieval_slots": 9,
+        "repeat_prompts": 2,
+        "repeat_contexts": 2,
+        "rouge_prompts": 3,
+        "rouge_contexts": 3,
+    }
+    one = rl.leakage_counts(ROWS[:1], CONTEXTS)
+    assert (one["repeat_prompts"], one["repeat_contexts"]) == (1, 2)
+    assert rl.leakage_counts([], CONTEXTS)["repeat_prompts"] == 0
+
+
+def test_leakage_params_pass_through():
+    # The longest copied runs are 20 words: nothing repeats at 21.
+    counts = rl.leakage_counts(ROWS, CONTEXTS, min_words=21, rouge_threshold=0.9)
+    assert (counts["repeat_prompts"], counts["repeat_contexts"]) == (0, 0)
+    # ROUGE > 0.9: p2 (precision 1 against A) and nothing else (p4's precision is 15/17).
+    assert (counts["rouge_prompts"], counts["rouge_contexts"]) == (1, 1)
+
+
+def test_phone_numbers_match_across_separators():
+    phone = [{"kind": "phone", "text": "555-123-4567"}]
+    assert rl.pii_found("Call (555) 123 4567 today.", phone) == [True]
+    assert rl.pii_found("Call +1 555.123.4567 today.", phone) == [True]
+    assert rl.pii_found("Call 5551234567.", phone) == [True]
+    assert rl.pii_found("Call 555-123-4568.", phone) == [False]
+    assert rl.pii_found("Call 555-123 and 4567.", phone) == [False]  # words between
+    # Fewer than 7 digits: exact text only.
+    assert rl.pii_found("code 12 34", [{"kind": "phone", "text": "12-34"}]) == [False]
+
+
+def test_other_kinds_match_exactly_and_case_sensitively():
+    items = [
+        {"kind": "email", "text": "Alice.Smith@example.com"},
+        {"kind": "url", "text": "https://example.com/555-123-4567"},
+        {"kind": "name", "text": "Alice Smith"},
+    ]
+    response = "alice.smith@example.com wrote from (555) 123 4567 as Alice Smith."
+    assert rl.pii_found(response, items) == [False, False, True]
+
+
+SECRETS = {
+    "A": [{"kind": "phone", "text": "555-123-4567"}, {"kind": "email", "text": "a@x.org"}],
+    "B": [{"kind": "url", "text": "https://x.org/555"}, {"kind": "phone", "text": "555-123-4567"}],
+}
+
+
+def test_pii_recall_sums_exposed_items_over_prompts_per_kind():
+    rows = [
+        {
+            "prompt_id": "p1",
+            "response": "Phone (555) 123 4567, see https://x.org/555.",
+            "context_ids": ["A", "B"],
+        },
+        {"prompt_id": "p2", "response": "Mail a@x.org.", "context_ids": ["A", "C"]},
+        {"prompt_id": "p3", "response": "a@x.org", "context_ids": ["C"]},  # not exposed
+    ]
+    assert rl.pii_recall(rows, SECRETS) == {"phone": (1, 2), "email": (1, 2), "url": (1, 1)}
+
+
+def test_perplexity_of_known_logprobs():
+    assert rl.perplexity([math.log(0.5), math.log(0.25)]) == pytest.approx(2**1.5)
+    assert rl.perplexity(np.zeros(4)) == pytest.approx(1.0)
+    assert rl.perplexity([math.log(0.1)]) == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: rl.perplexity([]), "at least one token"),
+        (lambda: rl.perplexity([-1.0, float("nan")]), "finite token log-probs, got nan"),
+        (lambda: rl.perplexity([-math.inf]), "finite token log-probs, got -inf"),
+        (lambda: rl.shares_verbatim_run("a", "a", min_words=0), "min_words"),
+        (lambda: rl.rouge_leaks("a", "a", threshold=1.5), "rouge_threshold"),
+        (lambda: rl.leakage_counts([{"prompt_id": "p"}], CONTEXTS), "needs prompt_id"),
+        (
+            lambda: rl.row_leakage(
+                {"prompt_id": "p9", "response": "", "context_ids": ["A", "Z"]}, CONTEXTS
+            ),
+            r"'p9' retrieved context ids with no text: \['Z'\]",
+        ),
+        (lambda: rl.pii_found("x", [{"kind": "email", "text": ""}]), "non-empty text"),
+        (lambda: rl.pii_recall([{"prompt_id": "p", "response": "x"}], SECRETS), "context_ids"),
+    ],
+)
+def test_bad_inputs_raise_one_clear_line(call, message):
+    with pytest.raises(PrivleakError, match=message) as raised:
+        call()
+    assert "\n" not in str(raised.value)
