@@ -1,0 +1,373 @@
+"""Privacy-aware decoding (PAD, Wang et al., S2 §3) and static logit noise, as the shared decoder's
+`mix`, with PAD's per-response Rényi-DP accountant.
+
+At step t (1-based, as the official code counts) with next-token log-probs s_t [V]:
+    margin_t     = s_t(1) - s_t(2)                                   (Eq. 3; a logit margin, the
+                                                                     log-softmax keeps it)
+    screened_t   = max p_t > tau_conf  and  margin_t > tau_margin    (§3.2, "low risk")
+    Delta_t      = clip(1 / (1 + ln(1 + margin_t)), Delta_min, 1)    (Eq. 4)
+    calibrate_t  = (1 - w_H) + w_H H(p_t) + w_pos / (1 + 0.1 t) + w_conf (1 - max p_t)   (§3.4)
+    sigma_base   = eps_min / max(eps, eps_min)                       (§3.2)
+    sigma_t      = sigma_base * calibrate_t * lambda_amp * Delta_t / eps    (Eq. 5, see below)
+    noisy s_t    = s_t + sigma_t z_t,  z_t ~ N(0, I_V);  screened steps use sigma_min instead.
+The sampler then applies the decoder's transforms (temperature) to the noisy logits.
+
+Choice where the paper and the official code differ: Eq. 5 leaves Delta_t out of the noise, which
+would make the sensitivity estimate change only the accountant (the "No Sens." ablation could
+not change a single token) and would keep sigma <= 3 * 1.5 even at eps = 0.01, where §4.4 reports
+that all leakage vanishes at infinite perplexity. We follow the official code: sigma_t also scales
+with Delta_t / eps, and is clipped to [sigma_min, sigma_max] = [0.01, 10]; calibrate_t is clipped to
+[0.1, 2] (it never leaves [0.7, 1.5] with the default weights).
+
+Ablations: "No Calib." sets calibrate_t = 1; "No Sens." sets Delta_t = 1 (the bound's worst case).
+Static noise adds sigma z_t at every step with one fixed sigma.
+
+Noise is a pure function of (group seed, step, token id): a 32-bit integer hash turned into a
+standard normal by the inverse CDF, computed on the model's device in int64 arithmetic that cannot
+overflow, so a group's noise does not depend on its batch and is bit-identical on CPU and CUDA.
+
+Accounting (§3.5), per response (a fresh accountant for every prompt: the official code shared one
+across prompts, so epsilon and the position factor accumulated): the Gaussian mechanism with noise
+std sigma_t and sensitivity Delta_t costs alpha * Delta_t^2 / (2 sigma_t^2) of RDP at order alpha
+(Eq. 7); T steps compose by addition and convert to (eps, delta)-DP with + ln(1/delta)/(alpha - 1)
+(Eq. 8). gamma is the fraction of protected (not screened) steps. The paper's gamma-relaxed epsilon
+charges only the protected steps; `charge_screened=True` also charges the screened ones (their
+sigma_min with the step's own Delta_t), the price of a guarantee on every token. The official code
+charged them nothing and always reported gamma = 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from privleak.accounting import check_delta, check_epsilon
+from privleak.decoding import group_seed, sampling_logprobs
+from privleak.errors import require
+
+EPSILON_MIN = 0.01
+SIGMA_MIN = 0.01
+SIGMA_MAX = 10.0
+CALIBRATION_RANGE = (0.1, 2.0)
+POSITION_DECAY = 0.1
+
+
+@dataclass(frozen=True)
+class PADSettings:
+    """One PAD configuration (defaults: the paper's and the official code's values)."""
+
+    epsilon: float = 0.2
+    amplification: float = 3.0
+    min_sensitivity: float = 0.5
+    tau_conf: float = 0.9
+    tau_margin: float = 2.0
+    weight_entropy: float = 0.3
+    weight_position: float = 0.2
+    weight_confidence: float = 0.3
+    screening: bool = True
+    calibration: bool = True
+    sensitivity: bool = True
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon, "PAD epsilon")
+        require(
+            math.isfinite(self.amplification) and self.amplification >= 0,
+            f"PAD amplification must be a finite number >= 0, got {self.amplification!r}",
+        )
+        require(
+            0 < self.min_sensitivity <= 1,
+            f"PAD min_sensitivity (Delta_min) must be in (0, 1], got {self.min_sensitivity!r}",
+        )
+        require(0 <= self.tau_conf <= 1, f"PAD tau_conf must be in [0, 1], got {self.tau_conf!r}")
+        require(self.tau_margin >= 0, f"PAD tau_margin must be >= 0, got {self.tau_margin!r}")
+        for name in ("weight_entropy", "weight_position", "weight_confidence"):
+            value = getattr(self, name)
+            require(value >= 0, f"PAD {name} must be >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class StaticNoise:
+    """I.i.d. Gaussian noise of one standard deviation on every logit at every step."""
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        require(
+            math.isfinite(self.sigma) and self.sigma > 0,
+            f"static noise sigma must be a finite number > 0, got {self.sigma!r}",
+        )
+
+
+Noise = PADSettings | StaticNoise | None
+"""A group's logit noise: PAD, static, or none (the undefended extraction)."""
+
+
+def check_accounting(alpha: float, delta: float) -> None:
+    require(
+        isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 1,
+        f"the Rényi order alpha must be a finite number > 1, got {alpha!r}",
+    )
+    check_delta(delta)
+
+
+# ---- the step quantities --------------------------------------------------------------------
+
+
+def margin_sensitivity(margin: torch.Tensor, min_sensitivity: float | torch.Tensor) -> torch.Tensor:
+    """[g] Delta_t of logit margins [g] (Eq. 4): 1 / (1 + ln(1 + m)) clipped to [Delta_min, 1]."""
+    value = 1.0 / (1.0 + torch.log1p(margin.clamp(min=0)))
+    return torch.maximum(value, torch.as_tensor(min_sensitivity, device=margin.device)).clamp(
+        max=1.0
+    )
+
+
+def normalized_entropy(logprobs: torch.Tensor) -> torch.Tensor:
+    """[g] entropy of log-probs [g, V] over ln |V| (Eq. 6); |V| counts the tokens the model can
+    emit (finite log-probs), so a padded vocabulary does not lower it."""
+    probs = logprobs.exp()
+    entropy = -torch.where(probs > 0, probs * logprobs, 0.0).sum(-1)
+    support = torch.isfinite(logprobs).sum(-1).clamp(min=2)
+    return entropy / support.log()
+
+
+def calibration(
+    logprobs: torch.Tensor, position: int | torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
+    """[g] calibrate(p_t, t) (§3.4) of log-probs [g, V] at 1-based step `position` (one, or [g]),
+    weights [g, 3]
+    = (w_entropy, w_position, w_confidence), clipped to CALIBRATION_RANGE."""
+    top = logprobs.amax(-1).exp()
+    value = (
+        (1 - weights[:, 0])
+        + weights[:, 0] * normalized_entropy(logprobs)
+        + weights[:, 1] / (1 + POSITION_DECAY * position)
+        + weights[:, 2] * (1 - top)
+    )
+    return value.clamp(*CALIBRATION_RANGE)
+
+
+# ---- noise that belongs to the group --------------------------------------------------------
+
+_MASK32 = 0xFFFFFFFF
+# Odd multipliers below 2^31: a 32-bit value times one stays below 2^63, so int64 never overflows.
+_MULTIPLIERS = (0x7FEB352D, 0x5A3C9E4F)
+
+
+def _mix32(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit avalanche hash of int64 values in [0, 2^32), elementwise."""
+    h = h ^ (h >> 16)
+    h = (h * _MULTIPLIERS[0]) & _MASK32
+    h = h ^ (h >> 15)
+    h = (h * _MULTIPLIERS[1]) & _MASK32
+    return h ^ (h >> 16)
+
+
+def step_keys(seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """[g] 32-bit keys of groups with 63-bit seeds [g] (int64) at one step."""
+    low, high = seeds & _MASK32, (seeds >> 32) & _MASK32
+    return _mix32(low ^ _mix32(high ^ _mix32(torch.full_like(seeds, step & _MASK32))))
+
+
+def hashed_normals(keys: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[g, vocab] float32 standard normals, a pure function of each row's 32-bit key [g] and the
+    token id: the inverse normal CDF of a hashed uniform with 24 bits (|z| < 5.4)."""
+    tokens = _mix32(torch.arange(vocab, device=keys.device, dtype=torch.int64))
+    bits = _mix32(keys[:, None] ^ tokens) >> 8
+    return torch.special.ndtri((bits.float() + 0.5) / float(1 << 24))
+
+
+def noise_seeds(seed: int, keys: Sequence) -> torch.Tensor:
+    """[g] int64 noise seeds of groups with keys: distinct from the sampler's own stream."""
+    return torch.tensor([group_seed(seed, ("logit noise", key)) for key in keys], dtype=torch.int64)
+
+
+# ---- the decoder's mix ----------------------------------------------------------------------
+
+_KIND_NONE, _KIND_STATIC, _KIND_PAD = 0, 1, 2
+
+
+def _settings_table(noises: Sequence[Noise]) -> dict[str, torch.Tensor]:
+    def column(get, default=0.0, dtype=torch.float32):
+        return torch.tensor(
+            [get(n) if isinstance(n, PADSettings) else default for n in noises], dtype=dtype
+        )
+
+    return {
+        "kind": torch.tensor(
+            [
+                _KIND_PAD if isinstance(n, PADSettings) else _KIND_STATIC if n else _KIND_NONE
+                for n in noises
+            ]  # fmt: skip
+        ),
+        "static_sigma": torch.tensor(
+            [n.sigma if isinstance(n, StaticNoise) else 0.0 for n in noises]
+        ),
+        "epsilon": column(lambda n: n.epsilon, 1.0),
+        "amplification": column(lambda n: n.amplification),
+        "min_sensitivity": column(lambda n: n.min_sensitivity, 1.0),
+        "tau_conf": column(lambda n: n.tau_conf),
+        "tau_margin": column(lambda n: n.tau_margin),
+        "weights": torch.stack(
+            [
+                column(lambda n: n.weight_entropy),
+                column(lambda n: n.weight_position),
+                column(lambda n: n.weight_confidence),
+            ],
+            dim=1,
+        ),  # fmt: skip
+        "screening": column(lambda n: n.screening, False, torch.bool),
+        "calibration": column(lambda n: n.calibration, False, torch.bool),
+        "sensitivity": column(lambda n: n.sensitivity, False, torch.bool),
+    }
+
+
+def pad_sigma(
+    logprobs: torch.Tensor, position: int | torch.Tensor, table: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(sigma [g], Delta [g], protected [g] bool) of PAD rows: log-probs [g, V] at 1-based step
+    `position` (one, or [g]), their settings `table` (columns [g]). See the module docstring."""
+    top2 = logprobs.topk(2, dim=-1).values
+    margin = top2[:, 0] - top2[:, 1]
+    screened = (
+        table["screening"] & (top2[:, 0].exp() > table["tau_conf"]) & (margin > table["tau_margin"])
+    )
+    delta = torch.where(
+        table["sensitivity"], margin_sensitivity(margin, table["min_sensitivity"]), 1.0
+    )
+    calibrate = torch.where(
+        table["calibration"], calibration(logprobs, position, table["weights"]), 1.0
+    )
+    base = EPSILON_MIN / table["epsilon"].clamp(min=EPSILON_MIN)
+    sigma = base * calibrate * table["amplification"] * delta / table["epsilon"]
+    sigma = torch.where(screened, SIGMA_MIN, sigma.clamp(SIGMA_MIN, SIGMA_MAX))
+    return sigma, delta, ~screened
+
+
+def settings_table(noises: Sequence[Noise]) -> dict[str, torch.Tensor]:
+    """Columns [g] of per-group noise settings, as `pad_sigma` and `noise_std` read them."""
+    return _settings_table(noises)
+
+
+def noise_std(
+    logprobs: torch.Tensor, position: int | torch.Tensor, rows: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(sigma, Delta, protected), each [g], of any mix of PAD, static and noiseless rows."""
+    sigma, delta, protected = pad_sigma(logprobs, position, rows)
+    is_pad, is_static = rows["kind"] == _KIND_PAD, rows["kind"] == _KIND_STATIC
+    sigma = torch.where(is_pad, sigma, torch.where(is_static, rows["static_sigma"], 0.0))
+    delta = torch.where(is_pad, delta, is_static.float())
+    return sigma, delta, torch.where(is_pad, protected, is_static)
+
+
+class LogitNoise:
+    """The decoder's `mix` for one stream per group: adds each group's noise (PAD, static or none;
+    `noises[g]`) to its next-token log-probs [g, 1, V]. seeds [g]: `noise_seeds`.
+
+    Records per step: sigma (the noise std, 0 without noise), sensitivity (Delta_t; 1 for static
+    noise, 0 without noise) and protected (1 when PAD did not screen the step; 1 for static)."""
+
+    def __init__(self, noises: Sequence[Noise], seeds: torch.Tensor):
+        require(len(noises) == len(seeds), f"{len(noises)} noises for {len(seeds)} seeds")
+        self.table, self.seeds = settings_table(noises), seeds
+        self._on_device: dict[torch.device, dict[str, torch.Tensor]] = {}
+
+    def _rows(self, groups: torch.Tensor) -> dict[str, torch.Tensor]:
+        # The table moves to the device once, not every step (a host copy per step would make
+        # each step wait for the previous one on a GPU).
+        if groups.device not in self._on_device:
+            table = dict(self.table, seeds=self.seeds)
+            self._on_device[groups.device] = {k: v.to(groups.device) for k, v in table.items()}
+        return {name: values[groups] for name, values in self._on_device[groups.device].items()}
+
+    def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
+        require(stream_logprobs.shape[1] == 1, "LogitNoise takes one stream per group")
+        logprobs = stream_logprobs[:, 0]
+        rows = self._rows(groups)
+        sigma, delta, protected = noise_std(logprobs, step + 1, rows)
+        noise = hashed_normals(step_keys(rows["seeds"], step), logprobs.shape[-1])
+        noisy = logprobs + sigma[:, None] * noise
+        records = {"sigma": sigma, "sensitivity": delta, "protected": protected.float()}
+        return noisy, records
+
+
+def noisy_target_logprobs(
+    logprobs: torch.Tensor,
+    targets: torch.Tensor,
+    positions: torch.Tensor,
+    noises: Sequence[Noise],
+    seeds: torch.Tensor,
+    transforms: Sequence,
+    draws: int,
+) -> torch.Tensor:
+    """[R] ln P(target) of the noisy decoder at R teacher-forced positions: log-probs [R, V],
+    targets [R], 1-based steps [R], each row's noise and int64 seed [R].
+
+    Each step's noise is fresh and its std a function of the clean log-probs, so the probability
+    the decoder emits target is E_z[softmax(transforms(s + sigma z))[target]] exactly, and a
+    sequence's is the product over its steps. The expectation is the mean over `draws` hashed
+    noise draws per row (unbiased; noiseless rows need one)."""
+    require(draws >= 1, f"draws (noise samples per position) must be >= 1, got {draws}")
+    rows = {k: v.to(logprobs.device) for k, v in settings_table(noises).items()}
+    sigma, _, _ = noise_std(logprobs, positions.to(logprobs.device), rows)
+    seeds = seeds.to(logprobs.device)
+    taken = []
+    for draw in range(draws):
+        noise = hashed_normals(step_keys(seeds, draw), logprobs.shape[-1])
+        noisy = sampling_logprobs(logprobs + sigma[:, None] * noise, transforms)
+        taken.append(noisy.gather(-1, targets[:, None].to(logprobs.device))[:, 0])
+    return torch.logsumexp(torch.stack(taken), 0) - math.log(draws)
+
+
+# ---- accounting -----------------------------------------------------------------------------
+
+
+def step_rdp(alpha: float, sensitivity: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Rényi DP at order alpha of Gaussian steps (Eq. 7): alpha * Delta^2 / (2 sigma^2)."""
+    sensitivity, sigma = np.asarray(sensitivity, dtype=float), np.asarray(sigma, dtype=float)
+    require(bool(np.all(sigma > 0)), "every accounted step needs noise (sigma > 0)")
+    return alpha * sensitivity**2 / (2 * sigma**2)
+
+
+@dataclass(frozen=True)
+class ResponseBudget:
+    """One response's privacy: gamma (protected fraction), the epsilons of Eq. 8."""
+
+    steps: int
+    gamma: float
+    rdp_protected: float
+    rdp_all: float
+    epsilon_relaxed: float
+    epsilon_all_steps: float
+
+
+def response_budget(
+    sigma: Sequence[float],
+    sensitivity: Sequence[float],
+    protected: Sequence[bool],
+    alpha: float,
+    delta: float,
+) -> ResponseBudget:
+    """The per-response accountant over one response's T recorded steps (module docstring)."""
+    check_accounting(alpha, delta)
+    sigma, sensitivity = np.asarray(sigma, dtype=float), np.asarray(sensitivity, dtype=float)
+    protected = np.asarray(protected, dtype=bool)
+    require(
+        sigma.shape == sensitivity.shape == protected.shape and sigma.ndim == 1,
+        "sigma, sensitivity and protected need one value per step",
+    )
+    require(len(sigma) >= 1, "a response needs at least one step to account")
+    rdp = step_rdp(alpha, sensitivity, sigma)
+    conversion = math.log(1 / delta) / (alpha - 1)
+    relaxed, full = float(rdp[protected].sum()), float(rdp.sum())
+    return ResponseBudget(
+        steps=len(sigma),
+        gamma=float(protected.mean()),
+        rdp_protected=relaxed,
+        rdp_all=full,
+        epsilon_relaxed=relaxed + conversion,
+        epsilon_all_steps=full + conversion,
+    )

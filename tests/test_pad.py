@@ -1,0 +1,241 @@
+"""PAD (privleak.pad): the step quantities on hand-computable 5-token fixtures, the hashed noise,
+the decoder mix (noise that belongs to the group, a fresh accountant per response) and the
+accountant against dp_accounting's Gaussian RDP."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import dp_event, rdp
+
+from privleak.decoding import Temperature, decode
+from privleak.errors import PrivleakError
+from privleak.pad import (
+    SIGMA_MAX,
+    SIGMA_MIN,
+    LogitNoise,
+    PADSettings,
+    StaticNoise,
+    calibration,
+    check_accounting,
+    hashed_normals,
+    margin_sensitivity,
+    noise_seeds,
+    noise_std,
+    noisy_target_logprobs,
+    normalized_entropy,
+    response_budget,
+    settings_table,
+    step_keys,
+)
+from tests.conftest import tiny_llama
+
+
+def _log_softmax(values) -> torch.Tensor:
+    return torch.log_softmax(torch.tensor(values, dtype=torch.float32), -1)
+
+
+def test_sensitivity_follows_eq4_and_its_clip():
+    margins = torch.tensor([0.0, math.e - 1, math.e**3 - 1, 1e6])
+    got = margin_sensitivity(margins, 0.4)
+    # f(0) = 1; f(e - 1) = 1/2; f(e^3 - 1) = 1/4 -> clipped up to Delta_min 0.4.
+    assert torch.allclose(got, torch.tensor([1.0, 0.5, 0.4, 0.4]))
+
+
+def test_entropy_is_normalised_by_the_emittable_vocabulary():
+    uniform = _log_softmax([0.0] * 5)
+    one_hot = torch.tensor([[0.0] + [float("-inf")] * 4])
+    padded = torch.tensor([[math.log(0.25)] * 4 + [float("-inf")]])
+    got = normalized_entropy(torch.cat([uniform[None], one_hot, padded]))
+    assert torch.allclose(got, torch.tensor([1.0, 0.0, 1.0]), atol=1e-6)
+
+
+def test_calibration_by_hand():
+    logprobs = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.0625, 0.0625]]))
+    entropy = -(0.5 * math.log(0.5) + 0.25 * math.log(0.25) + 0.125 * math.log(0.125)
+                + 2 * 0.0625 * math.log(0.0625)) / math.log(5)  # fmt: skip
+    weights = torch.tensor([[0.3, 0.2, 0.3]])
+    expected = 0.7 + 0.3 * entropy + 0.2 / (1 + 0.1 * 4) + 0.3 * 0.5
+    assert calibration(logprobs, 4, weights).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_pad_sigma_screens_confident_steps_and_scales_the_rest_by_hand():
+    confident = _log_softmax([10.0, 0.0, 0.0, 0.0, 0.0])  # p_max ~ 0.9998, margin 10
+    unsure = _log_softmax([1.0, 0.5, 0.0, 0.0, 0.0])  # margin 0.5
+    settings = PADSettings(epsilon=0.2, amplification=3.0, min_sensitivity=0.4)
+    table = settings_table([settings, settings])
+    sigma, delta, protected = noise_std(torch.stack([confident, unsure]), 1, table)
+    assert protected.tolist() == [False, True]
+    assert sigma[0].item() == pytest.approx(SIGMA_MIN)
+    delta_unsure = 1 / (1 + math.log(1.5))
+    calibrate = calibration(unsure[None], 1, torch.tensor([[0.3, 0.2, 0.3]])).item()
+    # sigma_base = 0.01 / 0.2, times calibrate, lambda_amp, Delta / epsilon.
+    expected = 0.05 * calibrate * 3.0 * delta_unsure / 0.2
+    assert delta[1].item() == pytest.approx(delta_unsure, rel=1e-6)
+    assert sigma[1].item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_ablations_and_kinds():
+    unsure = _log_softmax([1.0, 0.5, 0.0, 0.0, 0.0])[None].expand(5, 5)
+    noises = [
+        PADSettings(),
+        PADSettings(calibration=False),
+        PADSettings(sensitivity=False),
+        StaticNoise(0.7),
+        None,
+    ]
+    sigma, delta, protected = noise_std(unsure, 1, settings_table(noises))
+    calibrate = calibration(unsure[:1], 1, torch.tensor([[0.3, 0.2, 0.3]])).item()
+    assert sigma[1].item() == pytest.approx(sigma[0].item() / calibrate, rel=1e-5)
+    assert delta[2].item() == 1.0 and sigma[2].item() == pytest.approx(
+        sigma[0].item() / delta[0].item(), rel=1e-5
+    )
+    assert sigma[3:].tolist() == pytest.approx([0.7, 0.0])
+    assert protected.tolist() == [True, True, True, True, False]
+
+
+def test_sigma_is_clipped_at_small_epsilon():
+    unsure = _log_softmax([1.0, 0.5, 0.0, 0.0, 0.0])[None]
+    sigma, _, _ = noise_std(unsure, 1, settings_table([PADSettings(epsilon=0.01)]))
+    assert sigma.item() == SIGMA_MAX
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"epsilon": 0.0}, "PAD epsilon must be a finite number > 0"),
+        ({"amplification": -1.0}, "PAD amplification must be a finite number >= 0"),
+        ({"min_sensitivity": 0.0}, r"min_sensitivity \(Delta_min\) must be in \(0, 1\]"),
+        ({"tau_conf": 1.5}, r"tau_conf must be in \[0, 1\]"),
+    ],
+)
+def test_bad_settings_fail_with_one_line(kwargs, message):
+    with pytest.raises(PrivleakError, match=message):
+        PADSettings(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "alpha, delta, message",
+    [(1.0, 1e-5, "alpha must be a finite number > 1"), (10.0, 1.0, r"delta must be in \(0, 1\)")],
+)
+def test_bad_accounting_fails_with_one_line(alpha, delta, message):
+    with pytest.raises(PrivleakError, match=message):
+        check_accounting(alpha, delta)
+
+
+def test_static_sigma_must_be_positive():
+    with pytest.raises(PrivleakError, match="static noise sigma must be a finite number > 0"):
+        StaticNoise(0.0)
+
+
+def test_hashed_normals_are_standard_deterministic_and_keyed():
+    keys = step_keys(noise_seeds(0, list(range(8))), 3)
+    z = hashed_normals(keys, 50_000).double()
+    assert torch.equal(z, hashed_normals(keys, 50_000).double())
+    assert abs(z.mean().item()) < 5 / math.sqrt(z.numel())
+    assert abs(z.std().item() - 1) < 0.01
+    # Kolmogorov distance to N(0, 1) of one row of 50,000: the 1 % critical value is ~0.0073.
+    row = torch.sort(z[0]).values
+    cdf = 0.5 * (1 + torch.erf(row / math.sqrt(2)))
+    grid = torch.arange(1, len(row) + 1, dtype=torch.float64) / len(row)
+    assert (grid - cdf).abs().max().item() < 0.0073
+    # Rows with different keys are uncorrelated; another step gives other noise.
+    assert abs(torch.corrcoef(z[:2])[0, 1].item()) < 0.02
+    other = hashed_normals(step_keys(noise_seeds(0, list(range(8))), 4), 50_000)
+    assert not torch.equal(other.double(), z)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(vocab_size=24, window=96)
+
+
+PROMPTS = [[1, 5, 6, 7], [1, 8, 9], [1, 10, 11, 12, 13]]
+NOISES = [None, StaticNoise(1.0), PADSettings(epsilon=0.05)]
+
+
+def _decode(model, prompts, noises, keys, budget=None):
+    mix = LogitNoise(noises, noise_seeds(7, keys))
+    return decode(
+        model, prompts, max_new_tokens=12, transforms=[Temperature(0.5)], mix=mix, seed=7,
+        group_keys=keys, max_batch_streams=budget,
+    )  # fmt: skip
+
+
+def _grid():
+    prompts, noises, keys = [], [], []
+    for p, prompt in enumerate(PROMPTS):
+        for n, noise in enumerate(NOISES):
+            prompts.append(prompt)
+            noises.append(noise)
+            keys.append((p, n))
+    return prompts, noises, keys
+
+
+def test_noise_belongs_to_the_group_not_the_batch(model):
+    prompts, noises, keys = _grid()
+    whole = _decode(model, prompts, noises, keys)
+    chunked = _decode(model, prompts, noises, keys, budget=2)
+    assert torch.equal(whole.tokens, chunked.tokens)
+    assert torch.allclose(whole.records["sigma"], chunked.records["sigma"])
+    alone = _decode(model, prompts[4:5], noises[4:5], keys[4:5])
+    assert alone.token_lists()[0] == whole.token_lists()[4]
+    assert torch.allclose(alone.records["sigma"][0], whole.records["sigma"][4, : alone.lengths[0]])
+
+
+def test_each_response_gets_its_own_accountant(model):
+    """The official code shared one noise processor across prompts: the position factor and the
+    budget kept counting. Here a prompt's records are the same whether or not others ran first."""
+    prompts, noises, keys = _grid()
+    first = _decode(model, prompts[2:3], noises[2:3], keys[2:3])
+    after = _decode(model, prompts, noises, keys)
+    steps = int(first.lengths[0])
+    for name in ("sigma", "sensitivity", "protected"):
+        assert torch.allclose(first.records[name][0, :steps], after.records[name][2, :steps])
+
+
+def test_noise_changes_samples_and_noiseless_rows_are_plain_sampling(model):
+    prompts, noises, keys = _grid()
+    noisy = _decode(model, prompts, noises, keys)
+    plain = decode(model, prompts[0::3], max_new_tokens=12, transforms=[Temperature(0.5)],
+                   seed=7, group_keys=keys[0::3])  # fmt: skip
+    assert noisy.token_lists()[0::3] == plain.token_lists()
+    assert (noisy.records["sigma"][0::3] == 0).all()
+    assert noisy.token_lists()[1::3] != plain.token_lists()
+
+
+def test_noisy_target_logprobs_average_the_noisy_softmax():
+    logprobs = _log_softmax([2.0, 1.0, 0.5, 0.0, -1.0])[None].expand(3, 5)
+    targets = torch.tensor([0, 1, 3])
+    noises = [None, StaticNoise(0.8), PADSettings(epsilon=0.1)]
+    seeds = noise_seeds(3, ["a", "b", "c"])
+    got = noisy_target_logprobs(logprobs, targets, torch.tensor([1, 1, 1]), noises, seeds,
+                                [Temperature(0.5)], draws=4000)  # fmt: skip
+    # Row 0 has no noise: the plain temperature-0.5 probability.
+    assert got[0].item() == pytest.approx(torch.log_softmax(logprobs[0] / 0.5, -1)[0].item(), 1e-5)
+    # Row 1: an independent Monte-Carlo estimate of E_z[softmax((s + 0.8 z) / 0.5)][1].
+    z = torch.randn(200_000, 5, generator=torch.Generator().manual_seed(0))
+    reference = torch.softmax((logprobs[1] + 0.8 * z) / 0.5, -1)[:, 1].mean().log().item()
+    assert got[1].item() == pytest.approx(reference, abs=0.03)
+
+
+def test_budget_by_hand_and_gamma_is_the_protected_fraction():
+    sigma, sensitivity = [0.5, 0.01, 1.0], [1.0, 0.5, 0.5]
+    budget = response_budget(sigma, sensitivity, [True, False, True], alpha=10, delta=1e-5)
+    per_step = [10 * 1 / (2 * 0.25), 10 * 0.25 / (2 * 1e-4), 10 * 0.25 / 2]
+    conversion = math.log(1e5) / 9
+    assert budget.gamma == pytest.approx(2 / 3)
+    assert budget.epsilon_relaxed == pytest.approx(per_step[0] + per_step[2] + conversion)
+    assert budget.epsilon_all_steps == pytest.approx(sum(per_step) + conversion)
+
+
+def test_step_rdp_equals_dp_accounting_gaussian():
+    sigma, sensitivity = np.array([0.3, 0.8, 2.0]), np.array([0.5, 1.0, 0.7])
+    budget = response_budget(sigma, sensitivity, [True] * 3, alpha=7.0, delta=1e-5)
+    accountant = rdp.RdpAccountant(orders=[7.0])
+    for s, d in zip(sigma, sensitivity, strict=True):
+        accountant.compose(dp_event.GaussianDpEvent(noise_multiplier=s / d))
+    assert budget.rdp_protected == pytest.approx(float(accountant._rdp[0]), rel=1e-9)
