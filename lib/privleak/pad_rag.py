@@ -1,0 +1,188 @@
+"""S2's RAG system under attack: the prompt, defended generation through the shared decoder, the
+Summ. baseline's prompt, and the probability that a defended decoder emits a planted secret.
+
+Every noise defense of one prompt (none, static, PAD and its ablations and sweeps) decodes the same
+prompt, so `defended_generate` puts a prompt's defenses in one chunk of the decoder: the prompt is
+prefilled once and its cache forked to every defense. Each (prompt, defense) group draws from its
+own random streams (sampler and noise), keyed by (prompt key, defense name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+import torch
+
+from privleak.batching import ForwardCounter, pad_rows, position_ids, repeat_cache
+from privleak.decoding import Temperature, decode
+from privleak.errors import require
+from privleak.models import real_logits
+from privleak.pad import LogitNoise, Noise, noise_seeds, noisy_target_logprobs
+
+TEMPLATE = "Context:\n{context}\n\nQuestion:{question}\nAnswer:\n"
+"""The paper's prompt (the official code's RAGPipeline)."""
+
+SUMMARY_TEMPLATE = (
+    "Question: {question}\nDocument:\n{document}\n\n"
+    "Summarize the parts of the document that help answer the question, in your own words and "
+    "in one or two sentences.\nSummary:\n"
+)
+"""Summ.: an LLM condenses each retrieved document to the query first (Zeng et al.'s mitigation;
+our wording)."""
+
+
+def rag_prompt(question: str, contexts: Sequence[str]) -> str:
+    """The RAG prompt of a question and its retrieved contexts (blank-line separated)."""
+    return TEMPLATE.format(context="\n\n".join(contexts), question=question)
+
+
+def summary_prompt(question: str, document: str) -> str:
+    return SUMMARY_TEMPLATE.format(question=question, document=document)
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids of a prompt, with the tokenizer's special tokens (BOS where it adds one)."""
+    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def defended_generate(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    keys: Sequence[Hashable],
+    defenses: Mapping[str, Noise],
+    *,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+    min_new_tokens: int = 0,
+    max_batch_streams: int | None = None,
+    cache=None,
+) -> list[dict]:
+    """Decode every prompt under every defense (temperature sampling on the defended logits).
+
+    Rows, prompt-major then defense: {key, defense, tokens, text, clean_logprobs (each token's
+    log-prob under the undefended model at temperature 1), sigma, sensitivity, protected (per step,
+    `privleak.pad.LogitNoise` records)}. max_batch_streams is rounded down to a multiple of the
+    number of defenses (at least one prompt), so a prompt's defenses share one prefill."""
+    require(len(prompts) == len(keys), f"{len(prompts)} prompts for {len(keys)} keys")
+    require(len(defenses) >= 1, "give at least one defense")
+    names = list(defenses)
+    group_keys = [(key, name) for key in keys for name in names]
+    ids = [encode_prompt(tokenizer, text) for text in prompts]
+    budget = None
+    if max_batch_streams is not None:
+        budget = max(len(names), max_batch_streams // len(names) * len(names))
+    decoded = decode(
+        model,
+        [prompt for prompt in ids for _ in names],
+        max_new_tokens=max_new_tokens,
+        transforms=[Temperature(temperature)],
+        mix=LogitNoise([defenses[name] for _ in ids for name in names],
+                       noise_seeds(seed, group_keys)),
+        seed=seed,
+        group_keys=group_keys,
+        eos_token_id=tokenizer.eos_token_id,
+        min_new_tokens=min_new_tokens,
+        pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        max_batch_streams=budget,
+        cache=cache,
+    )  # fmt: skip
+    rows = []
+    for g, (tokens, (key, name)) in enumerate(zip(decoded.token_lists(), group_keys, strict=True)):
+        steps = len(tokens)
+        rows.append(
+            {
+                "key": key,
+                "defense": name,
+                "tokens": tokens,
+                "text": tokenizer.decode(tokens, skip_special_tokens=True),
+                "clean_logprobs": decoded.stream_logprobs[g, :steps].tolist(),
+                **{
+                    record: decoded.records[record][g, :steps].tolist()
+                    for record in ("sigma", "sensitivity", "protected")
+                },
+            }
+        )
+    return rows
+
+
+@torch.inference_mode()
+def suffix_distributions(
+    model, prompt: Sequence[int], suffixes: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, ForwardCounter]:
+    """([n, L, V] next-token log-probs (temperature 1, real vocabulary) at every position of each
+    of n suffixes forced after one prompt, L = the longest suffix, and the forward count).
+
+    The prompt is forwarded once and its cache forked to the n suffixes, which are forwarded
+    together, right-padded (rows past a suffix's end are padding)."""
+    require(len(prompt) >= 1 and len(suffixes) >= 1, "give a prompt and at least one suffix")
+    require(all(len(s) >= 1 for s in suffixes), "every forced suffix needs at least one token")
+    counter, device = ForwardCounter(), model.device
+    head = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
+    counter.add(1, len(prompt))
+    ids, mask = pad_rows(suffixes, pad_id, "right")
+    cache = repeat_cache(head.past_key_values, len(suffixes))
+    full_mask = torch.cat([torch.ones(len(suffixes), len(prompt), dtype=mask.dtype), mask], 1)
+    full_mask = full_mask.to(device)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=full_mask,
+        position_ids=position_ids(full_mask)[:, len(prompt) :],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    counter.add(*ids.shape)
+    first = head.logits[:, -1:].expand(len(suffixes), 1, -1)
+    logits = torch.cat([first, out.logits[:, :-1]], 1).float()
+    return torch.log_softmax(real_logits(model, logits), -1), counter
+
+
+def secret_logprobs(
+    model,
+    tokenizer,
+    prompt: str,
+    cues: Sequence[str],
+    secrets: Sequence[str],
+    defenses: Mapping[str, Noise],
+    *,
+    temperature: float,
+    draws: int,
+    seed: int,
+    key: Hashable,
+) -> dict[str, list[float]]:
+    """{defense: [n] ln P(the decoder emits secrets[j] right after cues[j])} for one prompt.
+
+    The response is forced to open with cues[j] (the document's words right before the secret, as
+    a repeat-the-context answer has them), then the secret's tokens are scored: their log-probs
+    under each defense's sampling distribution, summed. Noise defenses integrate the noise by
+    `draws` hashed draws per position (`privleak.pad.noisy_target_logprobs`); every defense shares
+    one forward of the prompt and the cue + secret suffixes."""
+    require(len(cues) == len(secrets) >= 1, "give one cue per secret, at least one")
+    cue_ids = [tokenizer(cue, add_special_tokens=False)["input_ids"] for cue in cues]
+    secret_ids = [tokenizer(" " + s, add_special_tokens=False)["input_ids"] for s in secrets]
+    suffixes = [c + s for c, s in zip(cue_ids, secret_ids, strict=True)]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    logprobs, _ = suffix_distributions(model, encode_prompt(tokenizer, prompt), suffixes, pad_id)
+    rows, positions, targets, owners = [], [], [], []
+    for j, (cue, secret) in enumerate(zip(cue_ids, secret_ids, strict=True)):
+        for i, token in enumerate(secret):
+            rows.append(logprobs[j, len(cue) + i])
+            positions.append(len(cue) + i + 1)
+            targets.append(token)
+            owners.append(j)
+    stacked = torch.stack(rows)
+    owner = torch.tensor(owners)
+    out = {}
+    for name, noise in defenses.items():
+        per_token = noisy_target_logprobs(
+            stacked,
+            torch.tensor(targets),
+            torch.tensor(positions),
+            [noise] * len(rows),
+            noise_seeds(seed, [(key, name, "esp", n) for n in range(len(rows))]),
+            [Temperature(temperature)],
+            draws if noise is not None else 1,
+        ).cpu()
+        out[name] = torch.zeros(len(secrets)).index_add_(0, owner, per_token.float()).tolist()
+    return out

@@ -1,0 +1,81 @@
+"""S2's RAG generation (privleak.pad_rag): a prompt's defenses share one prefill and keep their own
+draws, and the secret log-probs equal an independent teacher-forced computation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from privleak.dp_rag import forced_logprobs
+from privleak.pad import PADSettings, StaticNoise
+from privleak.pad_rag import (
+    defended_generate,
+    encode_prompt,
+    rag_prompt,
+    secret_logprobs,
+    suffix_distributions,
+)
+from tests.conftest import tiny_llama, word_tokenizer
+
+DEFENSES = {"none": None, "static": StaticNoise(0.5), "pad": PADSettings(epsilon=0.1)}
+PROMPTS = ["the cat sat on the mat", "a dog ran to the park", "alice sat"]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return tiny_llama(vocab_size=16, window=128), word_tokenizer(add_bos=True)
+
+
+def test_the_prompt_is_the_papers():
+    assert rag_prompt("q?", ["a", "b"]) == "Context:\na\n\nb\n\nQuestion:q?\nAnswer:\n"
+
+
+def test_defenses_share_one_prefill_and_keep_their_own_draws(lm):
+    model, tokenizer = lm
+    kwargs = dict(temperature=0.7, max_new_tokens=6, seed=3)
+    whole = defended_generate(model, tokenizer, PROMPTS, ["a", "b", "c"], DEFENSES, **kwargs)
+    assert [(r["key"], r["defense"]) for r in whole[:3]] == [("a", n) for n in DEFENSES]
+    chunked = defended_generate(model, tokenizer, PROMPTS, ["a", "b", "c"], DEFENSES,
+                                max_batch_streams=4, **kwargs)  # fmt: skip
+    assert [r["tokens"] for r in whole] == [r["tokens"] for r in chunked]
+    alone = defended_generate(model, tokenizer, PROMPTS[1:2], ["b"], {"pad": DEFENSES["pad"]},
+                              **kwargs)  # fmt: skip
+    assert alone[0]["tokens"] == whole[5]["tokens"]
+    assert alone[0]["sigma"] == pytest.approx(whole[5]["sigma"])
+    assert all(s == 0 for r in whole[0::3] for s in r["sigma"])
+
+
+def test_clean_logprobs_are_the_undefended_models(lm):
+    model, tokenizer = lm
+    row = defended_generate(model, tokenizer, PROMPTS[:1], ["a"], {"pad": DEFENSES["pad"]},
+                            temperature=0.7, max_new_tokens=5, seed=1)[0]  # fmt: skip
+    prompt = encode_prompt(tokenizer, PROMPTS[0])
+    expected = forced_logprobs(model, [prompt], row["tokens"], 0)[0]
+    taken = expected.gather(-1, torch.tensor(row["tokens"])[:, None])[:, 0]
+    assert row["clean_logprobs"] == pytest.approx(taken.tolist(), abs=1e-5)
+
+
+def test_suffix_distributions_equal_full_forwards(lm):
+    model, _ = lm
+    prompt, suffixes = [1, 5, 6, 7], [[8, 9, 10], [11], [12, 13]]
+    got, counter = suffix_distributions(model, prompt, suffixes, pad_id=0)
+    for j, suffix in enumerate(suffixes):
+        expected = forced_logprobs(model, [prompt], suffix, 0)[0]
+        assert torch.allclose(got[j, : len(suffix)], expected, atol=1e-5)
+    assert counter.tokens == len(prompt) + 3 * 3
+
+
+def test_secret_logprobs_of_the_plain_decoder_by_teacher_forcing(lm):
+    model, tokenizer = lm
+    got = secret_logprobs(model, tokenizer, "the cat sat", ["on the"], ["mat"], DEFENSES,
+                          temperature=0.5, draws=64, seed=0, key="p")  # fmt: skip
+    prompt = encode_prompt(tokenizer, "the cat sat")
+    target = tokenizer("on the mat", add_special_tokens=False)["input_ids"]
+    logits = forced_logprobs(model, [prompt], target, 0)[0]
+    expected = torch.log_softmax(logits[-1] / 0.5, -1)[target[-1]].item()
+    assert got["none"][0] == pytest.approx(expected, abs=1e-5)
+    # Static noise: an independent Monte-Carlo estimate of E_z[softmax((s + 0.5 z) / 0.5)].
+    z = torch.randn(100_000, logits.shape[-1], generator=torch.Generator().manual_seed(0))
+    noisy = torch.softmax((logits[-1] + 0.5 * z) / 0.5, -1)[:, target[-1]].mean().log().item()
+    assert got["static"][0] == pytest.approx(noisy, abs=0.15)
+    assert abs(got["static"][0] - expected) > 0.3  # the noise matters at this size
