@@ -9,6 +9,8 @@ import torch
 from privleak.dp_rag import forced_logprobs
 from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import (
+    chunk_records,
+    chunk_spans,
     defended_generate,
     encode_prompt,
     rag_prompt,
@@ -79,3 +81,24 @@ def test_secret_logprobs_of_the_plain_decoder_by_teacher_forcing(lm):
     noisy = torch.softmax((logits[-1] + 0.5 * z) / 0.5, -1)[:, target[-1]].mean().log().item()
     assert got["static"][0] == pytest.approx(noisy, abs=0.15)
     assert abs(got["static"][0] - expected) > 0.3  # the noise matters at this size
+
+
+def test_chunks_cut_at_words_and_carry_their_secrets():
+    text = "one two three four five six seven"
+    assert chunk_spans(text, 3) == [(0, 13), (14, 27), (28, 33)]
+    records = [{"id": "d1", "text": text, "topic": "t"}, {"id": "d2", "text": "alpha beta"}]
+    secrets = [
+        {"record_id": "d1", "field": "text", "start": 4, "end": 7, "kind": "x", "text": "two"},
+        {"record_id": "d1", "field": "text", "start": 8, "end": 18, "kind": "x",
+         "text": "three four"},  # cut by the first boundary: dropped
+        {"record_id": "d1", "field": "text", "start": 28, "end": 33, "kind": "y", "text": "seven"},
+        {"record_id": "d2", "field": "text", "start": 6, "end": 10, "kind": "z", "text": "beta"},
+    ]  # fmt: skip
+    chunks, moved = chunk_records(records, secrets, 3)
+    assert [c["id"] for c in chunks] == ["d1#0", "d1#1", "d1#2", "d2"]
+    assert chunks[0]["topic"] == "t" and chunks[0]["record_id"] == "d1"
+    texts = {c["id"]: c["text"] for c in chunks}
+    assert [(s["chunk_id"], s["text"]) for s in moved] == [
+        ("d1#0", "two"), ("d1#2", "seven"), ("d2", "beta")
+    ]  # fmt: skip
+    assert all(texts[s["chunk_id"]][s["start"] : s["end"]] == s["text"] for s in moved)
