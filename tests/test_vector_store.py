@@ -171,7 +171,7 @@ def test_reopen_mismatch_is_one_line(tmp_path, where, embedder, dimension, messa
 
 
 def test_reopen_refuses_a_collection_without_our_embedding_function(tmp_path):
-    client = vector_store._client(tmp_path)
+    client = vector_store.persistent_client(tmp_path)
     raw = client.create_collection("raw-vectors", embedding_function=None)
     raw.add(ids=["a"], embeddings=[[0.0, 1.0]], documents=["x"])
     with pytest.raises(PrivleakError, match="embedded by no embedding function"):
@@ -219,7 +219,7 @@ def test_minilm_store_persists_and_reopens_offline(tmp_path):
     queries = ["skin rash that itches", "pain in my chest"]
     results = vector_store.query(collection, queries, k=3)
     assert [hits[0]["id"] for hits in results] == ["d2", "d4"]
-    assert_matches_brute_force(results, queries, texts, function._model)
+    assert_matches_brute_force(results, queries, texts, function.encoder)
 
 
 def test_rerank_sorts_descending_and_keeps_top_n():
@@ -247,10 +247,24 @@ def test_tfidf_scorer_prefers_the_matching_document():
     assert top[0]["rerank_score"] > top[1]["rerank_score"] >= top[2]["rerank_score"] >= 0.0
 
 
-def test_cross_encoder_scorer_loads_lazily():
+def test_cross_encoder_scorer_loads_on_first_call(monkeypatch):
+    import sentence_transformers
+
+    loaded = []
+
+    class FakeCrossEncoder:
+        def __init__(self, model_id, device):
+            loaded.append((model_id, device))
+
+        def predict(self, pairs):
+            return [float(len(text)) for _, text in pairs]
+
+    monkeypatch.setattr(sentence_transformers, "CrossEncoder", FakeCrossEncoder)
     scorer = vector_store.make_scorer("BAAI/bge-reranker-large", ["x"], device="cpu")
-    assert isinstance(scorer, vector_store.CrossEncoderScorer)
-    assert scorer._model is None
+    assert isinstance(scorer, vector_store.CrossEncoderScorer) and loaded == []
+    np.testing.assert_array_equal(scorer("q", ["ab", "abc"]), [2.0, 3.0])
+    scorer("q", ["a"])
+    assert loaded == [("BAAI/bge-reranker-large", "cpu")]
 
 
 @pytest.mark.parametrize("spec", ["bm25", "a/b/c", ""])

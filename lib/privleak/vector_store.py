@@ -66,13 +66,20 @@ class SentenceEmbedding(EmbeddingFunction[Documents]):
         """The sentence encoder (anything with sentence-transformers' `encode`)."""
         return load_embedder(self.embedder, device=self.device)
 
-    def __call__(self, input: Documents) -> Embeddings:
+    @property
+    def encoder(self):
+        """The loaded sentence encoder (loads it on first use)."""
         if self._model is None:
             self._model = self.load()
-        return list(embed(self._model, input, self.batch_size))
+        return self._model
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(embed(self.encoder, input, self.batch_size))
 
 
-def _client(path: str | Path):
+def persistent_client(path: str | Path):
+    """Chroma's persistent client on the store folder `path`, telemetry off (every client of a
+    folder in one process must use the same settings)."""
     import chromadb
     from chromadb.config import Settings
 
@@ -123,7 +130,7 @@ def build_collection(
             f"metadata keys {clashes} are reserved for query results; reserved: "
             f"{', '.join(RESERVED_FIELDS)}",
         )
-    client = _client(path)
+    client = persistent_client(path)
     if name in {collection.name for collection in client.list_collections()}:
         client.delete_collection(name)
     collection = client.create_collection(
@@ -155,7 +162,7 @@ def open_collection(
     with `device` / `batch_size` replacing the stored ones when given (they change speed only)."""
     where = f"collection '{name}' at {path}"
     require(Path(path).is_dir(), f"{where}: the folder {path} does not exist; build it first")
-    client = _client(path)
+    client = persistent_client(path)
     present = {collection.name: collection for collection in client.list_collections()}
     require(
         name in present,
