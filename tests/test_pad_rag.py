@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from privleak.data.chunking import chunk_records, chunk_spans
 from privleak.dp_rag import forced_logprobs
 from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import (
-    chunk_records,
-    chunk_spans,
     defended_generate,
     encode_prompt,
     rag_prompt,

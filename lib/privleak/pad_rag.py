@@ -9,7 +9,6 @@ own random streams (sampler and noise), keyed by (prompt key, defense name).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping, Sequence
 
 import torch
@@ -30,45 +29,6 @@ SUMMARY_TEMPLATE = (
 )
 """Summ.: an LLM condenses each retrieved document to the query first (Zeng et al.'s mitigation;
 our wording)."""
-
-
-def chunk_spans(text: str, max_words: int) -> list[tuple[int, int]]:
-    """(start, end) character spans of consecutive runs of at most max_words whitespace-separated
-    words of text, from the first word's start to each run's last word's end."""
-    require(max_words >= 1, f"chunk_words must be >= 1, got {max_words}")
-    words = [match.span() for match in re.finditer(r"\S+", text)]
-    return [
-        (words[i][0], words[min(i + max_words, len(words)) - 1][1])
-        for i in range(0, len(words), max_words)
-    ]
-
-
-def chunk_records(
-    records: Sequence[dict], secrets: Sequence[dict], max_words: int
-) -> tuple[list[dict], list[dict]]:
-    """(chunks, secrets): each record's "text" cut by `chunk_spans` into retrieval units {id,
-    record_id, text, other fields of the record}; a record of one chunk keeps its id, others get
-    "<id>#<i>". Secret rows (privleak.data.synthetic's, field "text") move to the chunk that holds
-    them whole, with chunk_id and start/end inside it; a secret cut by a boundary is dropped."""
-    chunks, moved = [], []
-    by_record: dict[str, list[dict]] = {}
-    for secret in secrets:
-        if secret.get("field", "text") == "text":
-            by_record.setdefault(str(secret["record_id"]), []).append(secret)
-    for record in records:
-        text = record["text"]
-        spans = chunk_spans(text, max_words)
-        extra = {k: v for k, v in record.items() if k not in ("id", "text")}
-        for i, (start, end) in enumerate(spans):
-            chunk_id = str(record["id"]) if len(spans) == 1 else f"{record['id']}#{i}"
-            chunks.append({"id": chunk_id, "record_id": str(record["id"]),
-                           "text": text[start:end], **extra})  # fmt: skip
-            for secret in by_record.get(str(record["id"]), []):
-                if start <= secret["start"] and secret["end"] <= end:
-                    moved.append({**secret, "chunk_id": chunk_id,
-                                  "start": secret["start"] - start,
-                                  "end": secret["end"] - start})  # fmt: skip
-    return chunks, moved
 
 
 def rag_prompt(question: str, contexts: Sequence[str]) -> str:
