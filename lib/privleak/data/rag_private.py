@@ -8,7 +8,8 @@ styles) or a deal/project codename (enron). Every occurrence of a planted value 
 
 No two documents of one corpus share a run of DISTINCT_RUN words (lower-cased `\\w+` tokens, as
 the Repeat metric counts them): a leaked run that long points at exactly one document. A document
-that would share one is drawn again.
+that would share one is drawn again: at n = 10,000 a healthcaremagic dialogue takes about three
+draws (20 s on one core), fewer for the other styles and for smaller corpora.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from privleak.data.templating import (
 from privleak.errors import require
 
 DISTINCT_RUN = 20
-_REDRAWS = 100  # far more than ever needed: a redraw almost always succeeds at once
+_REDRAWS = 100  # far more than corpora of tens of thousands need
 
 # Slots planted on top of templating.SECRET_SLOTS (patient, clinician, name, email, phone).
 _PLANTED = {
