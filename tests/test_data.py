@@ -26,6 +26,9 @@ SECRET_KEYS = {"record_id", "field", "start", "end", "kind", "text", "duplicates
 # Small options keep each generator fast; pretrain's count 20 > 12 docs forces document reuse.
 SMALL = {
     "cnn_dm": (4, {"min_words": 120}),
+    "enron": (4, {}),
+    "healthcaremagic": (4, {}),
+    "icliniq": (4, {}),
     "pubmedqa": (4, {"min_words": 120}),
     "medical_dirichlet": (12, {"diseases": 4, "rare_details": 3}),
     "pretrain": (
@@ -304,7 +307,8 @@ BAD_INPUT = [
     (
         "generator",
         lambda t: load_corpus("synthetic:wiki", n=2),
-        "generator 'wiki' is unknown; allowed: cnn_dm, medical_dirichlet, pretrain, pubmedqa",
+        "generator 'wiki' is unknown; allowed: cnn_dm, enron, healthcaremagic, icliniq, "
+        "medical_dirichlet, pretrain, pubmedqa",
     ),
     ("missing-file", lambda t: load_corpus(f"file:{t / 'nope.jsonl'}"), r"nope\.jsonl' does not"),
     (

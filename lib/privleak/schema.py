@@ -24,7 +24,15 @@ from privleak.errors import PrivleakError
 from privleak.params import PROFILES
 
 # privleak.data.synthetic.GENERATORS
-GENERATORS = ("cnn_dm", "medical_dirichlet", "pretrain", "pubmedqa")
+GENERATORS = (
+    "cnn_dm",
+    "enron",
+    "healthcaremagic",
+    "icliniq",
+    "medical_dirichlet",
+    "pretrain",
+    "pubmedqa",
+)
 FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.loaders.FILE_TYPES
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 DTYPES = ("float32", "float16", "bfloat16")  # privleak.models.DTYPES
@@ -296,7 +304,7 @@ FAITHFULNESS = Rule(_faithfulness, "sentence_support or factkb:<model>")
 
 def _suggest(key: str, allowed: list[str]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1)
-    return f"did you mean '{close[0]}'?" if close else "allowed: " + ", ".join(allowed)
+    return f"did you mean '{close[0]}'?" if close else "allowed: " + (", ".join(allowed) or "none")
 
 
 class Strict(BaseModel):
@@ -360,8 +368,15 @@ class MedicalOptions(Strict):
     rare_details: Annotated[int, INDEX] = 20
 
 
+class NoOptions(Strict):  # synthetic:healthcaremagic, icliniq and enron take none
+    pass
+
+
 GENERATOR_OPTIONS = {
     "cnn_dm": TextOptions,
+    "enron": NoOptions,
+    "healthcaremagic": NoOptions,
+    "icliniq": NoOptions,
     "medical_dirichlet": MedicalOptions,
     "pretrain": PretrainOptions,
     "pubmedqa": TextOptions,

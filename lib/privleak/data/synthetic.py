@@ -16,10 +16,14 @@ from privleak.data.cnn_dm import cnn_dm
 from privleak.data.medical import medical_dirichlet
 from privleak.data.pretrain import pretrain
 from privleak.data.pubmedqa import pubmedqa
+from privleak.data.rag_private import enron, healthcaremagic, icliniq
 from privleak.errors import PrivleakError, require
 
 GENERATORS: dict[str, Callable[..., tuple[list[dict], list[dict]]]] = {
     "cnn_dm": cnn_dm,
+    "enron": enron,
+    "healthcaremagic": healthcaremagic,
+    "icliniq": icliniq,
     "medical_dirichlet": medical_dirichlet,
     "pretrain": pretrain,
     "pubmedqa": pubmedqa,
@@ -41,6 +45,7 @@ def generate(
     unknown = [key for key in options if key not in allowed]
     if unknown:
         raise PrivleakError(
-            f"synthetic:{generator} has no option '{unknown[0]}'; allowed: {', '.join(allowed)}"
+            f"synthetic:{generator} has no option '{unknown[0]}'; "
+            f"allowed: {', '.join(allowed) or 'none'}"
         )
     return GENERATORS[generator](n, seed, **options)
