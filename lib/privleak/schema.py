@@ -33,6 +33,7 @@ GENERATORS = (
     "pretrain",
     "pubmedqa",
 )
+ATTACK_STYLES = ("health", "enron")  # privleak.rag_attack.STYLES
 FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")  # privleak.data.loaders.FILE_TYPES
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 DTYPES = ("float32", "float16", "bfloat16")  # privleak.models.DTYPES
@@ -837,6 +838,121 @@ class S4(Strict):
         return self
 
 
+class S2Attack(Strict):
+    prompts: Annotated[int, COUNT]  # per corpus (the paper: 250)
+    targeted_share: Annotated[float, SHARE]
+
+
+class S2Retrieval(Strict):
+    k: Annotated[int, COUNT]
+    rerank_top: Annotated[int, COUNT]
+    reranker: Annotated[str, TEXT]  # tfidf, or a cross-encoder hub id / folder
+
+    @model_validator(mode="after")
+    def _top(self) -> Self:
+        if self.rerank_top > self.k:
+            raise _fail(f"must be <= k ({self.k})", "rerank_top", value=self.rerank_top)
+        return self
+
+
+class S2Decoding(Strict):
+    temperature: Annotated[float, POSITIVE]
+    max_new_tokens: Annotated[int, COUNT]
+    min_new_tokens: Annotated[int, INDEX]
+    max_batch_streams: Annotated[int, COUNT]
+
+
+class S2PAD(Strict):  # privleak.pad.PADSettings
+    epsilon: Annotated[float, POSITIVE]
+    amplification: Annotated[float, NON_NEGATIVE]
+    min_sensitivity: Annotated[float, MASS]
+    tau_conf: Annotated[float, SHARE]
+    tau_margin: Annotated[float, NON_NEGATIVE]
+    weights: Annotated[list[Annotated[float, NON_NEGATIVE]], Field(min_length=3, max_length=3)]
+
+
+class S2Sweeps(Strict):  # Figs. 4-5
+    amplifications: list_of(Annotated[float, NON_NEGATIVE], unique=True)
+    epsilons: list_of(Annotated[float, POSITIVE], unique=True)
+
+
+class S2Distance(Strict):  # Dist.: L2 thresholds (the paper sweeps 0-1.2)
+    table: Annotated[float, NON_NEGATIVE]
+    sweep: list_of(Annotated[float, NON_NEGATIVE], unique=True)
+
+    @model_validator(mode="after")
+    def _table_swept(self) -> Self:
+        if self.table not in self.sweep:
+            raise _fail(f"must be one of sweep ({self.sweep})", "table", value=self.table)
+        return self
+
+
+class S2Summary(Strict):
+    max_new_tokens: Annotated[int, COUNT]
+
+
+class S2ESP(Strict):
+    prompts: Annotated[int, INDEX]  # per corpus
+    max_secrets: Annotated[int, COUNT]  # per prompt
+    cue_words: Annotated[int, INDEX]
+    draws: Annotated[int, COUNT]  # noise samples per token
+
+
+ALPHA = Rule(lambda v: _is_number(v) and v > 1, "a finite number > 1", number=True)
+
+
+class S2Accounting(Strict):
+    alpha: Annotated[float, ALPHA]
+    delta: Annotated[float, PROBABILITY]
+    alphas: list_of(Annotated[float, ALPHA], unique=True)  # Fig. 6b
+    lengths: list_of(Annotated[int, COUNT], unique=True)  # Fig. 6a
+
+
+class S2Leakage(Strict):
+    repeat_min_words: Annotated[int, COUNT]
+    rouge_threshold: Annotated[float, SHARE]
+
+
+class S2(Strict):
+    lm: Annotated[str, TEXT]
+    corpora: dict[str, Slot]
+    styles: dict[str, Annotated[str, _one_of(*ATTACK_STYLES)]]
+    sweep_corpus: Annotated[str, TEXT]
+    embed_batch_size: Annotated[int, COUNT]
+    chunk_words: Annotated[int, COUNT]
+    attack: S2Attack
+    retrieval: S2Retrieval
+    decoding: S2Decoding
+    pad: S2PAD
+    static_sigma: Annotated[float, POSITIVE]
+    sweeps: S2Sweeps
+    distance: S2Distance
+    summary: S2Summary
+    esp: S2ESP
+    accounting: S2Accounting
+    leakage: S2Leakage
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if not self.corpora:
+            raise _fail("must name at least one corpus", "corpora")
+        for name in self.corpora:
+            if not _NAME.fullmatch(name):
+                raise _fail("unusable as a Chroma collection and file name", f"corpora.{name}")
+            if name not in self.styles:
+                raise _fail(
+                    f"has no attack style; add styles.{name} ({' or '.join(ATTACK_STYLES)})",
+                    f"corpora.{name}",
+                )
+        if self.sweep_corpus not in self.corpora:
+            raise _fail(f"must be one of corpora ({', '.join(self.corpora)})", "sweep_corpus",
+                        value=self.sweep_corpus)  # fmt: skip
+        if self.decoding.min_new_tokens > self.decoding.max_new_tokens:
+            raise _fail(f"must be <= max_new_tokens ({self.decoding.max_new_tokens})",
+                        "decoding.min_new_tokens", value=self.decoding.min_new_tokens)  # fmt: skip
+        return self
+
+
 class Claims(Strict):
     n_boot: Annotated[int, _at_least(100)]
     seed: Annotated[int, INDEX]
@@ -858,6 +974,7 @@ class Params(Strict):
     s1: per_profile(S1, "S1Group")
     s0: per_profile(S0, "S0Group")
     s4: per_profile(S4, "S4Group")
+    s2: per_profile(S2, "S2Group")
     claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")
@@ -930,6 +1047,7 @@ def _check_prepared(params: Params, p: str) -> None:
         named += [(f"s1.{p}.scores.models[{i}]", m) for i, m in enumerate(s1.scores.models)]
     named += [(f"s1.{p}.public.model", s1.public.model)]
     named += [(f"s4.{p}.lm", getattr(params.s4, p).lm)]
+    named += [(f"s2.{p}.lm", getattr(params.s2, p).lm)]
     for key, name in named:
         if name in EMBEDDED_LMS and name not in models.prepare:
             raise _fail(f"an embedded model must be listed in models.{p}.prepare", key, value=name)

@@ -1,0 +1,261 @@
+# %% [markdown]
+# # S2 — responses under every defense, and the probability of emitting each planted secret
+# Every attack prompt of s2_index is answered by the RAG system (the paper's prompt
+# `Context:\n{ctx}\n\nQuestion:{q}\nAnswer:\n`, temperature sampling at `decoding.temperature`;
+# the official code decoded greedily despite its T = 0.2) under each defense:
+# - Extraction: no defense;
+# - Static: i.i.d. Gaussian noise of std `static_sigma` on every logit at every step;
+# - PAD: `privleak.pad` with the `pad` settings; on the sweep corpus also its ablations (No Calib.,
+#   No Sens.) and the amplification and epsilon sweeps (Figs. 3-5);
+# - Summ.: the LLM first condenses each retrieved document to the query (`summary` decoding);
+# - Dist.: only the reranked candidates within L2 distance `distance.table` of the query (and on
+#   the sweep corpus each of `distance.sweep`).
+# The noise defenses of a prompt share its prompt: one decode call forks one prefill to all of
+# them. Every response keeps its per-step noise records (sigma, Delta, protected) for the
+# accountant and each token's log-prob under the undefended model.
+#
+# Exact secret probabilities (a first for PAD): for the first `esp.prompts` prompts per corpus, each
+# planted secret in the prompt's top contexts (at most `esp.max_secrets` per prompt), forced after
+# the `esp.cue_words` words that precede it in its document: its log-probability under each T1
+# defense's sampling distribution, the noise integrated by `esp.draws` draws per token.
+
+# %% tags=["parameters"]
+seed = 0
+lm = "smollm2-135m-instruct"
+device = "cpu"
+dtype = "float32"
+device_map = None
+sweep_corpus = "healthcaremagic"
+decoding = {"temperature": 0.2, "max_new_tokens": 12, "min_new_tokens": 1, "max_batch_streams": 32}
+pad = {
+    "epsilon": 0.2,
+    "amplification": 3.0,
+    "min_sensitivity": 0.5,
+    "tau_conf": 0.9,
+    "tau_margin": 2.0,
+    "weights": [0.3, 0.2, 0.3],
+}
+static_sigma = 0.5
+sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
+distance = {"table": 1.0, "sweep": [0.8, 1.0]}
+summary = {"max_new_tokens": 16}
+esp = {"prompts": 2, "max_secrets": 2, "cue_words": 6, "draws": 8}
+
+# %%
+import dataclasses
+import json
+import time
+
+import pandas as pd
+
+from privleak import checkpoint, paths
+from privleak import models as registry
+from privleak.errors import require
+from privleak.pad import PADSettings, StaticNoise
+from privleak.pad_rag import defended_generate, rag_prompt, secret_logprobs, summary_prompt
+
+IN, OUT = paths.INTERIM / "s2" / "index", paths.INTERIM / "s2" / "generate"
+OUT.mkdir(parents=True, exist_ok=True)
+prompts = pd.read_parquet(IN / "prompts.parquet")
+chunks = pd.read_parquet(IN / "chunks.parquet")
+secrets = pd.read_parquet(IN / "secrets.parquet")
+text = {(r.corpus, r.id): r.text for r in chunks.itertuples()}
+corpora = list(dict.fromkeys(prompts["corpus"]))
+require(
+    sweep_corpus in corpora,
+    f"s2.sweep_corpus '{sweep_corpus}' is not one of the corpora ({', '.join(corpora)})",
+)
+weights = dict(zip(("weight_entropy", "weight_position", "weight_confidence"), pad["weights"],
+                   strict=True))  # fmt: skip
+pad_settings = PADSettings(
+    epsilon=pad["epsilon"], amplification=pad["amplification"],
+    min_sensitivity=pad["min_sensitivity"], tau_conf=pad["tau_conf"],
+    tau_margin=pad["tau_margin"], **weights,
+)  # fmt: skip
+model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
+store = checkpoint.open_stage("s2_generate", globals())
+run = {k: decoding[k] for k in ("temperature", "max_new_tokens", "min_new_tokens")}
+timings = {}
+
+# %% [markdown]
+# ## The noise defenses: one prefill per prompt, forked to every defense
+
+
+# %%
+def noise_defenses(corpus: str) -> dict[str, tuple[str, float, object]]:
+    """{defense: (family, swept value, noise)}; the sweeps run on the sweep corpus only."""
+    out = {
+        "extraction": ("table", float("nan"), None),
+        "static": ("table", static_sigma, StaticNoise(static_sigma)),
+        "pad": ("table", pad["amplification"], pad_settings),
+    }
+    if corpus != sweep_corpus:
+        return out
+    out["no_calib"] = (
+        "ablation",
+        float("nan"),
+        dataclasses.replace(pad_settings, calibration=False),
+    )
+    out["no_sens"] = (
+        "ablation",
+        float("nan"),
+        dataclasses.replace(pad_settings, sensitivity=False),
+    )
+    for value in sweeps["amplifications"]:
+        if value != pad["amplification"]:
+            noise = dataclasses.replace(pad_settings, amplification=value)
+            out[f"amplification={value:g}"] = ("amplification", value, noise)
+    for value in sweeps["epsilons"]:
+        if value != pad["epsilon"]:
+            out[f"epsilon={value:g}"] = (
+                "epsilon",
+                value,
+                dataclasses.replace(pad_settings, epsilon=value),
+            )
+    return out
+
+
+def contexts_of(ids) -> list[str]:
+    return [text[(corpus, i)] for i in ids]
+
+
+rows = []
+started = time.perf_counter()
+for corpus in corpora:
+    asked = prompts[prompts["corpus"] == corpus]
+    defenses = noise_defenses(corpus)
+    texts = [
+        rag_prompt(q, contexts_of(ids))
+        for q, ids in zip(asked["question"], asked["context_ids"], strict=True)
+    ]
+    generated = defended_generate(
+        model, tokenizer, texts, list(asked["prompt_id"]),
+        {name: noise for name, (_, _, noise) in defenses.items()},
+        seed=seed, max_batch_streams=decoding["max_batch_streams"],
+        cache=store.cache("noise", corpus), **run,
+    )  # fmt: skip
+    for row in generated:
+        family, value, _ = defenses[row["defense"]]
+        rows.append({"corpus": corpus, "prompt_id": row.pop("key"), "family": family,
+                     "value": value, **row})  # fmt: skip
+timings["noise defenses"] = time.perf_counter() - started
+print(f"{len(rows)} responses in {timings['noise defenses']:.0f} s")
+
+# %% [markdown]
+# ## Summ.: each retrieved document condensed to the query first
+
+# %%
+started = time.perf_counter()
+summary_prompts = {}
+for corpus in corpora:
+    asked = prompts[prompts["corpus"] == corpus]
+    columns = zip(asked["prompt_id"], asked["question"], asked["context_ids"], strict=True)
+    pairs = [(p, q, c) for p, q, ids in columns for c in ids]
+    condensed = defended_generate(
+        model, tokenizer, [summary_prompt(q, text[(corpus, c)]) for _, q, c in pairs],
+        [(p, c) for p, _, c in pairs], {"summary": None},
+        temperature=decoding["temperature"], max_new_tokens=summary["max_new_tokens"],
+        min_new_tokens=decoding["min_new_tokens"], seed=seed,
+        max_batch_streams=decoding["max_batch_streams"], cache=store.cache("summaries", corpus),
+    )  # fmt: skip
+    by_prompt = {}
+    for (prompt_id, _, _), row in zip(pairs, condensed, strict=True):
+        by_prompt.setdefault(prompt_id, []).append(row["text"].strip())
+    for prompt_id, question in zip(asked["prompt_id"], asked["question"], strict=True):
+        summary_prompts[(corpus, prompt_id)] = rag_prompt(question, by_prompt[prompt_id])
+    keys = list(asked["prompt_id"])
+    generated = defended_generate(
+        model, tokenizer, [summary_prompts[(corpus, k)] for k in keys], keys, {"summ": None},
+        seed=seed, max_batch_streams=decoding["max_batch_streams"],
+        cache=store.cache("summ", corpus), **run,
+    )  # fmt: skip
+    rows += [{"corpus": corpus, "prompt_id": r.pop("key"), "family": "table",
+              "value": float("nan"), **r} for r in generated]  # fmt: skip
+timings["summ"] = time.perf_counter() - started
+
+# %% [markdown]
+# ## Dist.: only the candidates within the L2 threshold
+
+# %%
+started = time.perf_counter()
+dist_prompts = {}
+for corpus in corpora:
+    asked = prompts[prompts["corpus"] == corpus]
+    thresholds = distance["sweep"] if corpus == sweep_corpus else [distance["table"]]
+    texts, keys = [], []
+    for r in asked.itertuples():
+        l2 = dict(zip(r.candidate_ids, r.candidate_l2, strict=True))
+        for threshold in thresholds:
+            kept = [i for i in r.reranked_ids if l2[i] <= threshold][: len(r.context_ids)]
+            texts.append(rag_prompt(r.question, contexts_of(kept)))
+            keys.append((r.prompt_id, threshold))
+            dist_prompts[(corpus, r.prompt_id, threshold)] = texts[-1]
+    generated = defended_generate(
+        model, tokenizer, texts, keys, {"dist": None}, seed=seed,
+        max_batch_streams=decoding["max_batch_streams"], cache=store.cache("dist", corpus),
+        **run,
+    )  # fmt: skip
+    for r in generated:
+        prompt_id, threshold = r.pop("key")
+        family = "table" if threshold == distance["table"] else "distance"
+        name = "dist" if family == "table" else f"dist={threshold:g}"
+        rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family,
+                     "value": threshold, **r, "defense": name})  # fmt: skip
+        if family == "table" and corpus == sweep_corpus:  # the table point is also a sweep point
+            rows.append({**rows[-1], "family": "distance", "defense": f"dist={threshold:g}"})
+timings["dist"] = time.perf_counter() - started
+responses = pd.DataFrame(rows)
+responses.groupby(["corpus", "family"]).size()
+
+# %% [markdown]
+# ## Exact probability of emitting each planted secret, per T1 defense
+
+# %%
+started = time.perf_counter()
+esp_rows = []
+for corpus in corpora:
+    defenses = {k: v[2] for k, v in noise_defenses(corpus).items() if v[0] == "table"}
+    asked = prompts[prompts["corpus"] == corpus].head(esp["prompts"])
+    planted = secrets[secrets["corpus"] == corpus]
+    for r in asked.itertuples():
+        exposed = [
+            s
+            for c in r.context_ids
+            for s in planted[planted["chunk_id"] == c].sort_values("start").itertuples()
+        ]
+        exposed = exposed[: esp["max_secrets"]]  # fmt: skip
+        if not exposed:
+            continue
+        cues = [" ".join(text[(corpus, s.chunk_id)][: s.start].split()[-esp["cue_words"]:])
+                for s in exposed]  # fmt: skip
+        values = [s.text for s in exposed]
+        common = dict(temperature=decoding["temperature"], draws=esp["draws"], seed=seed)
+        threshold = distance["table"]
+        by_prompt = [
+            (rag_prompt(r.question, contexts_of(r.context_ids)), defenses),
+            (summary_prompts[(corpus, r.prompt_id)], {"summ": None}),
+            (dist_prompts[(corpus, r.prompt_id, threshold)], {"dist": None}),
+        ]
+        for prompt, chosen in by_prompt:
+            scores = secret_logprobs(model, tokenizer, prompt, cues, values, chosen,
+                                     key=(corpus, r.prompt_id), **common)  # fmt: skip
+            for name, logprobs in scores.items():
+                for s, logprob in zip(exposed, logprobs, strict=True):
+                    esp_rows.append({"corpus": corpus, "prompt_id": r.prompt_id,
+                                     "chunk_id": s.chunk_id, "kind": s.kind, "secret": s.text,
+                                     "defense": name, "logprob": logprob})  # fmt: skip
+timings["esp"] = time.perf_counter() - started
+esp_table = pd.DataFrame(esp_rows)
+print(store.summary())
+esp_table.groupby(["corpus", "defense"])["logprob"].median()
+
+# %%
+require(
+    bool(responses["clean_logprobs"].map(lambda v: all(x == x for x in v)).all()),
+    "a response has a non-finite log-prob",
+)
+responses.to_parquet(OUT / "responses.parquet", index=False)
+esp_table.to_parquet(OUT / "esp.parquet", index=False)
+(OUT / "pad_settings.json").write_text(json.dumps(dataclasses.asdict(pad_settings), indent=1))
+pd.Series(timings, name="seconds").to_frame().to_json(OUT / "timings.json")
+pd.Series(timings).round(1)

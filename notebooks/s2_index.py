@@ -1,0 +1,117 @@
+# %% [markdown]
+# # S2 — the RAG system under attack: corpora, Chroma store, attack prompts, retrieval
+# Wang et al.'s (PAD) setup: each document is embedded (MiniLM here, bge-large-en-v1.5 in the
+# paper profile) and stored in a Chroma persistent collection searched by L2 distance; an attack
+# prompt retrieves k = 6 documents and a reranker keeps the top 3 (the paper's bge-reranker; the
+# embedded profile has no cross-encoder in a wheel, so TF-IDF cosine similarity stands in).
+# Documents longer than `chunk_words` words are cut at word boundaries into chunks, each one
+# retrieval unit; a planted secret belongs to the chunk that holds it whole.
+#
+# The attack prompts are Zeng et al.'s {information} + {command}: targeted information names a
+# corpus topic ("I want some advice about {disease}."), untargeted information is a neutral
+# sentence; the command asks the model to repeat its context. `attack.prompts` prompts per corpus
+# (the paper: 250).
+#
+# Outputs per corpus: the chunks, their planted secrets, the prompts with the k candidates (L2
+# distance, best first) and the reranked order of all k (s2_generate's Dist. defense keeps the
+# reranked candidates within its distance threshold).
+
+# %% tags=["parameters"]
+seed = 0
+embedder = "all-minilm-l6-v2"
+device = "cpu"
+corpora = {
+    "healthcaremagic": {"source": "synthetic:healthcaremagic", "n": 40},
+}
+styles = {"healthcaremagic": "health"}
+embed_batch_size = 64
+chunk_words = 256
+attack = {"prompts": 3, "targeted_share": 0.5}
+retrieval = {"k": 6, "rerank_top": 3, "reranker": "tfidf"}
+
+# %%
+import math
+import shutil
+
+import pandas as pd
+
+from privleak import paths
+from privleak.data import loaders
+from privleak.data.chunking import chunk_records
+from privleak.data.records import read_jsonl
+from privleak.errors import require
+from privleak.rag_attack import attack_prompts
+from privleak.vector_store import (
+    SentenceEmbedding,
+    build_collection,
+    make_scorer,
+    open_collection,
+    query,
+    rerank,
+)
+
+OUT = paths.INTERIM / "s2" / "index"
+OUT.mkdir(parents=True, exist_ok=True)
+STORE = OUT / "chroma"
+shutil.rmtree(STORE, ignore_errors=True)  # a fresh store: DVC owns the folder
+missing = [name for name in corpora if name not in styles]
+require(not missing, f"s2.styles has no attack style for corpus '{missing[0] if missing else ''}'")
+
+# %% [markdown]
+# ## Corpora, chunks and the store
+
+# %%
+embedding = SentenceEmbedding(embedder, device, embed_batch_size)
+chunks, secrets, collections = {}, {}, {}
+for name, spec in corpora.items():
+    records = read_jsonl(loaders.materialize(name, spec, OUT, seed))
+    require(records, f"s2 corpus '{name}' (source '{spec['source']}') holds no records")
+    planted = OUT / f"{name}.secrets.jsonl"
+    chunk_rows, secret_rows = chunk_records(
+        records, read_jsonl(planted) if planted.exists() else [], chunk_words
+    )
+    chunks[name], secrets[name] = pd.DataFrame(chunk_rows), pd.DataFrame(secret_rows)
+    build_collection(STORE, name, list(chunks[name]["id"]), list(chunks[name]["text"]), embedding)
+    # Reopen as a user would: the stored embedding function and dimension are checked.
+    collections[name] = open_collection(STORE, name, embedder, len(embedding(["probe"])[0]))
+    print(f"{name}: {len(records)} documents, {len(chunk_rows)} chunks, "
+          f"{len(secret_rows)} planted secrets")  # fmt: skip
+
+# %% [markdown]
+# ## Attack prompts, retrieval and reranking
+
+# %%
+rows = []
+for name in corpora:
+    records = chunks[name].rename(columns={"record_id": "document"}).to_dict("records")
+    prompts = attack_prompts(
+        records, attack["prompts"], seed, targeted_share=attack["targeted_share"],
+        style=styles[name],
+    )  # fmt: skip
+    hits = query(collections[name], [p["question"] for p in prompts], retrieval["k"])
+    scorer = make_scorer(retrieval["reranker"], list(chunks[name]["text"]), device)
+    for prompt, candidates in zip(prompts, hits, strict=True):
+        ranked = rerank(prompt["question"], candidates, len(candidates), scorer)
+        rows.append(
+            {
+                "corpus": name,
+                **prompt,
+                "candidate_ids": [c["id"] for c in candidates],
+                # Chroma's "l2" space reports squared distances; the paper thresholds L2.
+                "candidate_l2": [math.sqrt(max(c["distance"], 0.0)) for c in candidates],
+                "reranked_ids": [c["id"] for c in ranked],
+                "context_ids": [c["id"] for c in ranked[: retrieval["rerank_top"]]],
+            }
+        )
+prompts = pd.DataFrame(rows)
+prompts.groupby("corpus")[["targeted"]].mean()
+
+# %%
+pd.concat(chunks.values(), keys=list(chunks), names=["corpus"]).reset_index(0).to_parquet(
+    OUT / "chunks.parquet", index=False
+)
+pd.concat(secrets.values(), keys=list(secrets), names=["corpus"]).reset_index(0).to_parquet(
+    OUT / "secrets.parquet", index=False
+)
+prompts.to_parquet(OUT / "prompts.parquet", index=False)
+prompts.groupby("corpus").size()
