@@ -18,6 +18,14 @@ from privleak.decoding import (
 )
 from privleak.dp_icl import DPICLMix
 from privleak.dp_rag import DPICLSettings, dp_icl_forced_logprobs
+from privleak.pad import (
+    LogitNoise,
+    PADSettings,
+    StaticNoise,
+    hashed_normals,
+    noise_seeds,
+    step_keys,
+)
 from privleak.prompts import ContextPrompt
 from privleak.scoring import continuation_logprobs
 from tests.conftest import tiny_llama, tiny_opt
@@ -134,3 +142,21 @@ def test_dp_icl_samples_agree_on_cpu_and_cuda_and_equal_the_forced_log_probs(bui
             blocked_steps=8,
         )  # fmt: skip
         assert torch.allclose(forced, cuda.sample_logprobs[g].cpu(), atol=1e-4)
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_opt])
+def test_pad_noise_and_samples_agree_on_cpu_and_cuda(build):
+    keys = step_keys(noise_seeds(0, list(range(6))), 5)
+    # Integer hashing is exact on both devices; the inverse normal CDF may differ in the last ulp.
+    assert torch.allclose(hashed_normals(keys, 5000), hashed_normals(keys.cuda(), 5000).cpu(),
+                          atol=1e-5)  # fmt: skip
+    noises = [None, StaticNoise(0.8), PADSettings(epsilon=0.05)] * 4
+
+    def run(model):
+        mix = LogitNoise(noises, noise_seeds(3, list(range(len(PROMPTS)))))
+        return decode(model, PROMPTS, max_new_tokens=10, transforms=[temperature(0.7)], mix=mix,
+                      seed=3, eos_token_id=2)  # fmt: skip
+
+    cpu, cuda = run(build()), run(build().cuda())
+    assert torch.equal(cpu.tokens, cuda.tokens)
+    assert torch.allclose(cpu.records["sigma"], cuda.records["sigma"], atol=1e-4)

@@ -1,0 +1,145 @@
+"""PAD sweeps (S2): every defense of a prompt forked from one prefill, against re-prefilling each
+defense, an official-style per-response HF generate, and plain sampling (PAD's overhead).
+
+P prompts of realistic RAG length (random token ids: a 3-document context + question), D noise
+defenses each (the sweep corpus's set: Extraction, Static, PAD, its two ablations, 6 more
+amplifications and 5 more epsilons), NEW tokens each with EOS blocked:
+    fast     = `pad_rag.defended_generate`'s path: one `decode` over the P x D groups with the
+               `LogitNoise` mix; a prompt's D defenses share one chunk, so its prefill is forked;
+    fair     = the same decoder called once per defense (what a user sweeping a parameter writes
+               first): every call prefills the P prompts again. Same group keys, so the same tokens;
+    naive    = the official code's path for prompt 0: `model.generate` one response at a time per
+               defense, a logits processor adding the defense's noise (batch 1, HF's sampler);
+    plain    = fast's decode without the mix (temperature sampling only): PAD overhead =
+               fast / plain - 1 (the issue's bar: <= 10 %).
+Prints forward tokens, wall times and ratios; exits non-zero if fair's tokens differ from fast's or
+their sampled log-probs differ by more than 1e-4 (fp32).
+
+Run: `.venv/bin/python benchmarks/bench_pad.py [--prompts 4] [--new-tokens 32] [--device cuda]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
+
+import torch  # noqa: E402
+from common import add_model_args, describe, load_model, timed  # noqa: E402
+from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
+
+from privleak.decoding import Temperature, decode  # noqa: E402
+from privleak.pad import LogitNoise, PADSettings, StaticNoise, noise_seeds  # noqa: E402
+
+SEED, TEMPERATURE = 0, 0.2
+
+
+def sweep_defenses() -> dict:
+    pad = PADSettings()
+    out = {"extraction": None, "static": StaticNoise(0.5), "pad": pad,
+           "no_calib": dataclasses.replace(pad, calibration=False),
+           "no_sens": dataclasses.replace(pad, sensitivity=False)}  # fmt: skip
+    out |= {f"amp={a:g}": dataclasses.replace(pad, amplification=a) for a in (1, 2, 4, 5, 7, 10)}
+    out |= {f"eps={e:g}": dataclasses.replace(pad, epsilon=e) for e in (0.01, 0.05, 0.1, 0.5, 1)}
+    return out
+
+
+class NoiseProcessor(LogitsProcessor):
+    """HF logits processor for one response: the defense's noise from `LogitNoise`, counting
+    steps itself (a fresh processor per response, as the official code's was not)."""
+
+    def __init__(self, noise, key):
+        self.mix, self.step = LogitNoise([noise], noise_seeds(SEED, [key])), 0
+
+    def __call__(self, input_ids, scores):
+        logprobs = torch.log_softmax(scores.float(), -1)[:, None]
+        groups = torch.zeros(1, dtype=torch.long, device=scores.device)
+        noisy, _ = self.mix(logprobs, groups, self.step)
+        self.step += 1
+        return noisy
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_model_args(parser, default_model="smollm2-135m-shape")
+    parser.add_argument("--prompts", type=int, default=4, help="P")
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--prompt-tokens", type=int, default=400)
+    args = parser.parse_args()
+
+    model, eos, pad = load_model(args)
+    pad = eos if pad is None else pad
+    vocab = getattr(model, "privleak_real_vocab", model.config.vocab_size)
+    generator = torch.Generator().manual_seed(SEED)
+    prompts = [torch.randint(100, vocab, (args.prompt_tokens,), generator=generator).tolist()
+               for _ in range(args.prompts)]  # fmt: skip
+    defenses = sweep_defenses()
+    names, new = list(defenses), args.new_tokens
+    keys = [(p, name) for p in range(len(prompts)) for name in names]
+    print(
+        f"{describe(model, args)}: {len(prompts)} prompts of {args.prompt_tokens} tokens x "
+        f"{len(names)} defenses, {new} new tokens, EOS blocked, temperature {TEMPERATURE}"
+    )
+
+    def run(members, with_noise=True, budget=None):
+        """One decode over (prompt index, defense name) pairs, in order."""
+        mix = LogitNoise([defenses[n] for _, n in members], noise_seeds(SEED, members))
+        return decode(
+            model, [prompts[p] for p, _ in members], max_new_tokens=new,
+            transforms=[Temperature(TEMPERATURE)], mix=mix if with_noise else None, seed=SEED,
+            group_keys=members, eos_token_id=eos, min_new_tokens=new, pad_id=pad,
+            max_batch_streams=budget,
+        )  # fmt: skip
+
+    budget = len(names) * len(prompts)
+    run(keys[:2])  # warm-up: allocator, kernels
+    fast, fast_wall = timed(lambda: run(keys, budget=budget), args.device)
+    fast_tokens = fast.counter.tokens
+    print(f"  fast (one prefill per prompt): {fast_wall:7.2f} s  forward tokens {fast_tokens:>8,} "
+          f"(prefill {fast.prefill_counter.tokens:,})")  # fmt: skip
+    plain, plain_wall = timed(lambda: run(keys, with_noise=False, budget=budget), args.device)
+    print(f"  plain (no noise, same batch):  {plain_wall:7.2f} s  PAD overhead "
+          f"{fast_wall / plain_wall - 1:+.1%}")  # fmt: skip
+
+    def fair():
+        return [run([(p, n) for p in range(len(prompts))]) for n in names]
+
+    per_defense, fair_wall = timed(fair, args.device)
+    fair_tokens = sum(d.counter.tokens for d in per_defense)
+    print(f"  fair (a decode per defense):   {fair_wall:7.2f} s  forward tokens {fair_tokens:>8,}; "
+          f"fair / fast: wall {fair_wall / fast_wall:.2f}x, tokens "
+          f"{fair_tokens / fast_tokens:.2f}x")  # fmt: skip
+
+    def naive():
+        ids = torch.tensor([prompts[0]], device=model.device)
+        for name in names:
+            processor = LogitsProcessorList([NoiseProcessor(defenses[name], (0, name))])
+            model.generate(ids, do_sample=True, temperature=TEMPERATURE, top_k=0, top_p=1.0,
+                           max_new_tokens=new, min_new_tokens=new, logits_processor=processor,
+                           pad_token_id=pad)  # fmt: skip
+
+    _, naive_wall = timed(naive, args.device)
+    share = 1 / len(prompts)
+    naive_tokens = len(names) * (args.prompt_tokens + new - 1)
+    print(f"  naive (prompt 0, HF generate per defense): {naive_wall:6.2f} s  forward tokens "
+          f"{naive_tokens:>7,}; naive / fast per prompt: wall "
+          f"{naive_wall / (share * fast_wall):.1f}x, tokens "
+          f"{naive_tokens / (share * fast_tokens):.2f}x")  # fmt: skip
+
+    index = {key: g for g, key in enumerate(keys)}
+    order = [index[(p, n)] for n in names for p in range(len(prompts))]
+    fair_tokens_all = torch.cat([d.tokens for d in per_defense])
+    fair_logprobs = torch.cat([d.sample_logprobs for d in per_defense])
+    same = torch.equal(fast.tokens[order], fair_tokens_all)
+    delta = float((fast.sample_logprobs[order] - fair_logprobs).abs().max())
+    tolerance = 1e-4 if args.dtype == "float32" else 5e-2
+    print(f"  fair drew fast's tokens: {same}; max |Δ sampled log-prob| {delta:.2e} "
+          f"(tolerance {tolerance:g})")  # fmt: skip
+    return 0 if same and delta <= tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
