@@ -16,9 +16,11 @@ from privleak.errors import PrivleakError
 from privleak.pad import (
     SIGMA_MAX,
     SIGMA_MIN,
+    UNIFORM_BITS,
     LogitNoise,
     PADSettings,
     StaticNoise,
+    bits_to_normals,
     calibration,
     check_accounting,
     hashed_normals,
@@ -129,6 +131,15 @@ def test_bad_accounting_fails_with_one_line(alpha, delta, message):
 def test_static_sigma_must_be_positive():
     with pytest.raises(PrivleakError, match="static noise sigma must be a finite number > 0"):
         StaticNoise(0.0)
+
+
+def test_extreme_hash_values_give_finite_normals():
+    """The largest hash must not round its uniform up to 1 (an infinite normal: noise inf, logits
+    nan); with 24 bits in float32 it did, at ~1 element in 2^24, i.e. every few decode steps."""
+    edges = torch.tensor([0, 1, (1 << UNIFORM_BITS) - 2, (1 << UNIFORM_BITS) - 1])
+    z = bits_to_normals(edges)
+    assert torch.isfinite(z).all()
+    assert z[0] < -5 and z[-1] > 5 and torch.allclose(z[:2], -z.flip(0)[:2])
 
 
 def test_hashed_normals_are_standard_deterministic_and_keyed():

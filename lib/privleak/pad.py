@@ -38,6 +38,7 @@ charged them nothing and always reported gamma = 1.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -172,12 +173,29 @@ def step_keys(seeds: torch.Tensor, step: int) -> torch.Tensor:
     return _mix32(low ^ _mix32(high ^ _mix32(torch.full_like(seeds, step & _MASK32))))
 
 
+UNIFORM_BITS = 23
+"""Bits of each hashed uniform: (bits + 0.5) / 2^23 is exact in float32, so u stays inside (0, 1)
+(with 24 bits the largest value rounds up to 1 and its normal is infinite)."""
+
+
+def bits_to_normals(bits: torch.Tensor) -> torch.Tensor:
+    """float32 standard normals of integers in [0, 2^UNIFORM_BITS): the inverse normal CDF of the
+    midpoint uniforms (bits + 0.5) / 2^UNIFORM_BITS, so |z| < 5.3."""
+    return torch.special.ndtri((bits.float() + 0.5) / float(1 << UNIFORM_BITS))
+
+
 def hashed_normals(keys: torch.Tensor, vocab: int) -> torch.Tensor:
     """[g, vocab] float32 standard normals, a pure function of each row's 32-bit key [g] and the
-    token id: the inverse normal CDF of a hashed uniform with 24 bits (|z| < 5.4)."""
-    tokens = _mix32(torch.arange(vocab, device=keys.device, dtype=torch.int64))
-    bits = _mix32(keys[:, None] ^ tokens) >> 8
-    return torch.special.ndtri((bits.float() + 0.5) / float(1 << 24))
+    token id (`bits_to_normals` of the top UNIFORM_BITS bits of a hash of both)."""
+    return bits_to_normals(
+        _mix32(keys[:, None] ^ _token_hashes(vocab, keys.device)) >> (32 - UNIFORM_BITS)
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _token_hashes(vocab: int, device: torch.device) -> torch.Tensor:
+    # The token half of the hash, once per vocabulary and device rather than every step.
+    return _mix32(torch.arange(vocab, device=device, dtype=torch.int64))
 
 
 def noise_seeds(seed: int, keys: Sequence) -> torch.Tensor:
