@@ -13,8 +13,9 @@ amplifications and 5 more epsilons), NEW tokens each with EOS blocked:
                same tokens;
     plain    = fast's decode without the mix (temperature sampling only): PAD overhead =
                fast / plain - 1 (the issue's bar: <= 10 %).
-Prints forward tokens, wall times and ratios; exits non-zero if fair's or naive's tokens differ from
-fast's, or fair's sampled log-probs differ from fast's by more than 1e-4 (fp32).
+Prints forward tokens, wall times and ratios, and how many fair/naive responses equal fast's; exits
+non-zero if a sampled token's log-prob differs from fast's by more than 1e-4 (fp32) anywhere up to
+and including the first token where the two responses differ.
 
 Run: `.venv/bin/python benchmarks/bench_pad.py [--prompts 4] [--new-tokens 32] [--device cuda]`.
 """
@@ -109,19 +110,30 @@ def main() -> int:
           f"{naive_wall / (share * fast_wall):.1f}x, tokens "
           f"{naive_tokens / (share * fast_tokens):.2f}x")  # fmt: skip
 
+    # Paths may diverge after a float tie (batch shapes change the last bits of the logits; a
+    # flat random-init model at temperature 0.2 samples near many CDF boundaries), so the log-probs
+    # are compared over each group's common prefix of tokens, where both saw the same text.
     index = {key: g for g, key in enumerate(keys)}
-    order = [index[(p, n)] for n in names for p in range(len(prompts))]
-    fair_tokens_all = torch.cat([d.tokens for d in per_defense])
-    fair_logprobs = torch.cat([d.sample_logprobs for d in per_defense])
-    naive_same = torch.equal(
-        fast.tokens[[index[(0, n)] for n in names]], torch.cat([d.tokens for d in one_by_one])
-    )
-    same = torch.equal(fast.tokens[order], fair_tokens_all) and naive_same
-    delta = float((fast.sample_logprobs[order] - fair_logprobs).abs().max())
+    others = [
+        (index[(p, n)], d.tokens[p], d.sample_logprobs[p])
+        for n, d in zip(names, per_defense, strict=True)
+        for p in range(len(prompts))
+    ]
+    others += [(index[(0, n)], d.tokens[0], d.sample_logprobs[0])
+               for n, d in zip(names, one_by_one, strict=True)]  # fmt: skip
+    identical, delta = 0, 0.0
+    for g, tokens, logprobs in others:
+        differs = (fast.tokens[g] != tokens).nonzero()
+        common = int(differs[0]) + 1 if len(differs) else len(tokens)  # the first draw included
+        identical += not len(differs)
+        delta = max(delta, float((fast.sample_logprobs[g, :common] - logprobs[:common]).abs()
+                                 .nan_to_num(nan=float("inf")).max()))  # fmt: skip
     tolerance = 1e-4 if args.dtype == "float32" else 5e-2
-    print(f"  fair and naive drew fast's tokens: {same}; max |Δ sampled log-prob| {delta:.2e} "
-          f"(tolerance {tolerance:g})")  # fmt: skip
-    return 0 if same and delta <= tolerance else 1
+    print(
+        f"  fair and naive responses identical to fast's: {identical}/{len(others)}; max |Δ "
+        f"sampled log-prob| up to each first difference {delta:.2e} (tolerance {tolerance:g})"
+    )
+    return 0 if delta <= tolerance else 1
 
 
 if __name__ == "__main__":
