@@ -214,10 +214,11 @@ CASES = {
         f"{CORPUS}.source",
         "synthetic:cnn",
         f"{CORPUS}.source = 'synthetic:cnn': unknown synthetic generator; allowed: "
-        "synthetic:cnn_dm, synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
+        "synthetic:cnn_dm, synthetic:enron, synthetic:healthcaremagic, synthetic:icliniq, "
+        "synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
     ),
     "unknown_group": Case(
-        "s2", {"smoke": {}}, "s2: unknown key; allowed: profile, seed, figures", check=True
+        "s3", {"smoke": {}}, "s3: unknown key; allowed: profile, seed, figures", check=True
     ),
     "missing_profile_block": Case(
         "s0.paper", DELETE, "s0.paper: missing; every group needs blocks smoke, embedded, paper"
