@@ -208,7 +208,9 @@ def noise_seeds(seed: int, keys: Sequence) -> torch.Tensor:
 _KIND_NONE, _KIND_STATIC, _KIND_PAD = 0, 1, 2
 
 
-def _settings_table(noises: Sequence[Noise]) -> dict[str, torch.Tensor]:
+def settings_table(noises: Sequence[Noise]) -> dict[str, torch.Tensor]:
+    """Columns [g] of per-group noise settings, as `pad_sigma` and `noise_std` read them."""
+
     def column(get, default=0.0, dtype=torch.float32):
         return torch.tensor(
             [get(n) if isinstance(n, PADSettings) else default for n in noises], dtype=dtype
@@ -263,11 +265,6 @@ def pad_sigma(
     sigma = base * calibrate * table["amplification"] * delta / table["epsilon"]
     sigma = torch.where(screened, SIGMA_MIN, sigma.clamp(SIGMA_MIN, SIGMA_MAX))
     return sigma, delta, ~screened
-
-
-def settings_table(noises: Sequence[Noise]) -> dict[str, torch.Tensor]:
-    """Columns [g] of per-group noise settings, as `pad_sigma` and `noise_std` read them."""
-    return _settings_table(noises)
 
 
 def noise_std(
