@@ -22,8 +22,12 @@ from privleak.pad import (
     LogitNoise,
     PADSettings,
     StaticNoise,
+    _compiled_noisy_step,
+    _token_hashes,
     hashed_normals,
     noise_seeds,
+    noisy_step_logprobs,
+    settings_table,
     step_keys,
 )
 from privleak.prompts import ContextPrompt
@@ -160,3 +164,23 @@ def test_pad_noise_and_samples_agree_on_cpu_and_cuda(build):
     cpu, cuda = run(build()), run(build().cuda())
     assert torch.equal(cpu.tokens, cuda.tokens)
     assert torch.allclose(cpu.records["sigma"], cuda.records["sigma"], atol=1e-4)
+
+
+def test_compiled_pad_step_matches_the_eager_step():
+    # The CUDA decoder runs PAD's step compiled; batch sizes change as groups finish.
+    noises = [None, StaticNoise(0.8), PADSettings(epsilon=0.05), PADSettings(tau_margin=0.1)] * 8
+    table = {k: v.cuda() for k, v in settings_table(noises).items()}
+    table["seeds"] = noise_seeds(1, list(range(len(noises)))).cuda()
+    generator = torch.Generator().manual_seed(0)
+    for size, step in ((32, 0), (7, 3), (19, 40)):
+        groups = torch.randperm(len(noises), generator=generator)[:size]
+        logits = 4 * torch.randn(size, 3001, generator=generator)
+        confident = int((groups % 4 == 2).nonzero()[0])  # a PAD(epsilon=0.05) row
+        logits[confident, 5] = 40.0
+        logprobs = torch.log_softmax(logits, -1).cuda()
+        args = (logprobs, step, groups.cuda(), table, _token_hashes(3001, logprobs.device))
+        eager, compiled = noisy_step_logprobs(*args), _compiled_noisy_step()(*args)
+        for name, a, b in zip(("noisy", "sigma", "delta"), eager[:3], compiled[:3], strict=True):
+            assert torch.allclose(a, b, atol=1e-4), name
+        assert torch.equal(eager[3], compiled[3])
+        assert compiled[3][confident] == 0  # screened
