@@ -1,11 +1,12 @@
 # %% [markdown]
-# # Claims of S0, S1 and S4 as data (DESIGN §8)
-# Every directional sentence of S0 (Flemings et al.), S1 (Tiwari & Suh) and S4 (Grislain) that
-# the cached artifacts under data/interim/s0, s1 and s4 can test, quoted with its section or
-# figure, gets an effect, a bootstrap interval over independent units (contexts or sequences;
-# every setting of a drawn unit comes along, so paired settings stay paired; two-sample contrasts
-# resample within each sample) and a verdict: reproduced when the interval excludes the null on
-# the paper's side, contradicted when it excludes it on the other side, inconclusive otherwise.
+# # Claims of S0, S1, S2 and S4 as data (DESIGN §8)
+# Every directional sentence of S0 (Flemings et al.), S1 (Tiwari & Suh), S2 (Wang et al.) and S4
+# (Grislain) that the cached artifacts under data/interim/s0, s1, s2 and s4 can test, quoted with
+# its section or figure, gets an effect, a bootstrap interval over independent units (contexts,
+# sequences or attack prompts; every setting of a drawn unit comes along, so paired settings stay
+# paired; two-sample contrasts resample within each sample) and a verdict: reproduced when the
+# interval excludes the null on the paper's side, contradicted when it excludes it on the other
+# side, inconclusive otherwise.
 # No model runs here.
 #
 # Claims that contrast *training* conditions (model sizes of the in-pipeline family, the fine-tuned
@@ -17,8 +18,12 @@
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
 models = "family"
+sweep_corpus = "healthcaremagic"
+accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "lengths": [4, 8]}
+leakage = {"repeat_min_words": 20, "rouge_threshold": 0.5}
 
 # %%
+import json
 import math
 from functools import partial
 
@@ -44,6 +49,8 @@ from privleak.claims import (
 )
 from privleak.claims import claims_frame as table
 from privleak.claims import counts as tally
+from privleak.metrics.rag_leakage import prompt_outcomes
+from privleak.pad import response_budget
 
 S0, S1 = paths.INTERIM / "s0", paths.INTERIM / "s1"
 OUT = paths.FIGURES / "claims"
@@ -888,6 +895,184 @@ add(
     f"(exact, natural log; epsilon = {first4:g} vs the non-private RAG)",
     direction="-",
     unit="planted facts",
+)
+
+# %% [markdown]
+# ## S2: privacy-aware decoding (Wang et al.)
+# Units are attack prompts: each prompt's response under every defense is paired (same retrieved
+# contexts), and its outcomes are 0/1 (Repeat / ROUGE Prompts: the response leaks one of its
+# contexts) or its per-token NLL under the undefended model (log PPL). Counts in the paper's
+# Table 1 are the number of prompts times the mean outcome, so a paired mean difference tests a
+# count difference. Sweeps and ablations run on the sweep corpus only.
+
+# %%
+PAPER2 = "S2 (Wang et al.)"
+S2 = paths.INTERIM / "s2"
+s2_units = prompt_outcomes(
+    pd.read_parquet(S2 / "index" / "prompts.parquet"),
+    pd.read_parquet(S2 / "index" / "chunks.parquet"),
+    pd.read_parquet(S2 / "index" / "secrets.parquet"),
+    s2_responses := pd.read_parquet(S2 / "generate" / "responses.parquet"),
+    min_words=leakage["repeat_min_words"],
+    rouge_threshold=leakage["rouge_threshold"],
+)
+s2_units["nll_per_token"] = s2_units["nll"] / s2_units["tokens"].clip(lower=1)
+s2_pad_default = json.loads((S2 / "generate" / "pad_settings.json").read_text())
+OUTCOMES = {"repeat": "Repeat Prompts", "rouge": "ROUGE Prompts"}
+table2 = s2_units[s2_units["family"] == "table"]
+
+
+def prompt_differences(frame: pd.DataFrame, base: str, other: str, value: str) -> np.ndarray:
+    """Per prompt: value(other) - value(base), over prompts that have both defenses."""
+    matrix = settings_matrix(frame, "prompt_id", "defense", value)
+    return paired_differences(matrix, base, other).to_numpy()
+
+
+def s2_add(claim_id: str, differences: np.ndarray, **fields) -> None:
+    add(claim_id, boot(differences, np.mean), paper=PAPER2, unit="attack prompts", **fields)
+
+
+for corpus, frame in table2.groupby("corpus"):
+    for outcome, label in OUTCOMES.items():
+        for base in ("extraction", "summ", "dist", "static"):
+            s2_add(
+                f"s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
+                prompt_differences(frame, base, "pad", outcome),
+                quote="Across all datasets and metrics, PAD provides the most substantial "
+                "reductions in both repeat and ROUGE-based privacy leakage compared to all "
+                "baseline methods.",
+                where="§4.2, Table 1",
+                effect_name=f"mean over prompts of {label} outcome (0/1), PAD - {base} in "
+                + corpus,
+                direction="-",
+            )
+    s2_add(
+        f"s2.pad_ppl_below_extraction.{corpus}",
+        prompt_differences(frame, "extraction", "pad", "nll_per_token"),
+        quote="The perplexity of outputs generated under PAD is generally lower than or "
+        "comparable to the baselines.",
+        where="§4.2, Table 1",
+        effect_name=f"mean over prompts of per-token NLL (log PPL) under the undefended model, "
+        f"PAD - Extraction ({corpus})",
+        direction="-",
+    )
+    s2_add(
+        f"s2.summ_costs_perplexity.{corpus}",
+        prompt_differences(frame, "extraction", "summ", "nll_per_token"),
+        quote="The Summ. baseline achieves notable reductions in privacy leakage, but this comes "
+        "at the cost of increased perplexity.",
+        where="§4.2, Table 1",
+        effect_name=f"mean over prompts of per-token NLL, Summ. - Extraction ({corpus})",
+        direction="+",
+    )
+    for outcome, label in (("rouge", "ROUGE Prompts outcome"), ("nll_per_token", "per-token NLL")):
+        s2_add(
+            f"s2.static_beats_dist.{outcome}.{corpus}",
+            prompt_differences(frame, "dist", "static", outcome),
+            quote="The Dist. and Static baselines offer incremental improvements, with Static "
+            "generally outperforming Dist. in both privacy protection and utility preservation.",
+            where="§4.2, Table 1",
+            effect_name=f"mean over prompts of {label}, Static - Dist. ({corpus})",
+            direction="-",
+        )
+
+sweep2 = s2_units[s2_units["corpus"] == sweep_corpus]
+for ablation, quote, where in (
+    ("no_sens", "Removing this module results in a measurable decrease in privacy protection.",
+     "§4.3, Fig. 3 (No Sens.)"),
+    ("no_calib", "context-aware noise calibration is essential for effective privacy "
+     "protection, as its removal results in a notable degradation in performance.",
+     "§4.3, Fig. 3 (No Calib.)"),
+):  # fmt: skip
+    for outcome, label in OUTCOMES.items():
+        s2_add(
+            f"s2.{ablation}_leaks_more.{outcome}",
+            prompt_differences(sweep2, "pad", ablation, outcome),
+            quote=quote,
+            where=where,
+            effect_name=f"mean over prompts of {label} outcome (0/1), {ablation} - PAD "
+            f"({sweep_corpus})",
+            direction="+",
+        )
+
+
+def sweep_matrix(family: str, value: str) -> pd.DataFrame:
+    """[prompts x sweep values] of `value`; PAD's own row is the sweep's default point."""
+    points = sweep2[sweep2["family"] == family]
+    default = sweep2[sweep2["defense"] == "pad"].assign(value=s2_pad_default[family])
+    return settings_matrix(pd.concat([points, default]), "prompt_id", "value", value)
+
+
+for outcome, label in OUTCOMES.items():
+    amplified = sweep_matrix("amplification", outcome)
+    s2_add(
+        f"s2.amplification_reduces_leakage.{outcome}",
+        unit_trends(amplified).to_numpy(),
+        quote="Increasing the amplification factor consistently enhances privacy protection",
+        where="§4.4, Fig. 4",
+        effect_name=f"mean over prompts of the Spearman correlation of the {label} outcome with "
+        f"λ_amp ({sweep_corpus}; 0 for a prompt whose outcome never changes)",
+        direction="-",
+    )
+    ends = {1.0, 5.0, 10.0}
+    if ends <= set(amplified.columns):
+        gains = (amplified[1.0] - amplified[5.0]) - (amplified[5.0] - amplified[10.0])
+    else:
+        gains = pd.Series(dtype=float)
+    s2_add(
+        f"s2.amplification_diminishing_returns.{outcome}",
+        gains.dropna().to_numpy(),
+        quote="The most substantial gains are achieved as amplification increases from 1.0 to "
+        "5.0 [...] Beyond an amplification factor of 5.0, further increases yield only modest "
+        "additional improvements",
+        where="§4.4, Fig. 4",
+        effect_name=f"mean over prompts of (o(1) - o(5)) - (o(5) - o(10)), o = {label} "
+        f"outcome at λ_amp ({sweep_corpus})",
+        direction="+",
+        missing="" if ends <= set(amplified.columns) else "λ_amp = 1, 5 and 10 in the sweep",
+    )
+    s2_add(
+        f"s2.epsilon_raises_leakage.{outcome}",
+        unit_trends(sweep_matrix("epsilon", outcome)).to_numpy(),
+        quote="The ε parameter governs the formal privacy guarantee, with lower values providing "
+        "stronger protection at the expense of utility.",
+        where="§4.4, Fig. 5",
+        effect_name=f"mean over prompts of the Spearman correlation of the {label} outcome with "
+        f"ε ({sweep_corpus})",
+        direction="+",
+    )
+s2_add(
+    "s2.epsilon_lowers_perplexity",
+    unit_trends(sweep_matrix("epsilon", "nll_per_token")).to_numpy(),
+    quote="The ε parameter governs the formal privacy guarantee, with lower values providing "
+    "stronger protection at the expense of utility.",
+    where="§4.4, Fig. 5",
+    effect_name=f"mean over prompts of the Spearman correlation of per-token NLL with ε "
+    f"({sweep_corpus})",
+    direction="-",
+)
+
+shortest, longest = min(accounting["lengths"]), max(accounting["lengths"])
+per_token = []
+for r in s2_responses[s2_responses["defense"] == "pad"].itertuples():
+    if len(r.sigma) >= longest:
+        cost = [
+            response_budget(r.sigma[:n], r.sensitivity[:n], np.asarray(r.protected[:n]) > 0.5,
+                            accounting["alpha"], accounting["delta"]).epsilon_relaxed / n
+            for n in (shortest, longest)
+        ]  # fmt: skip
+        per_token.append(cost[1] - cost[0])
+add(
+    "s2.epsilon_per_token_falls_with_length",
+    boot(np.asarray(per_token), np.mean),
+    paper=PAPER2,
+    quote="Both Llama and Pythia models demonstrate decreasing per-token privacy cost with longer "
+    "sequences, reflecting favorable composition properties.",
+    where="§4.5, Fig. 6a",
+    effect_name=f"mean over PAD responses of ε/L at L = {longest} minus at L = {shortest} "
+    f"(γ-relaxed, α = {accounting['alpha']:g}, δ = {accounting['delta']:g})",
+    direction="-",
+    unit="PAD responses",
 )
 
 # %% [markdown]

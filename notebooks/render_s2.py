@@ -36,7 +36,7 @@ from privleak.figures import (
     save_table,
     style,
 )
-from privleak.metrics.rag_leakage import pii_found, row_leakage
+from privleak.metrics.rag_leakage import prompt_outcomes
 from privleak.pad import check_accounting, response_budget, step_rdp
 
 style()
@@ -50,10 +50,6 @@ secrets = pd.read_parquet(S2 / "index" / "secrets.parquet")
 responses = pd.read_parquet(S2 / "generate" / "responses.parquet")
 esp = pd.read_parquet(S2 / "generate" / "esp.parquet")
 pad_default = json.loads((S2 / "generate" / "pad_settings.json").read_text())
-contexts = {f"{r.corpus}/{r.id}": r.text for r in chunks.itertuples()}
-planted = {}
-for s in secrets.itertuples():
-    planted.setdefault(f"{s.corpus}/{s.chunk_id}", []).append({"kind": s.kind, "text": s.text})
 LABELS = {"extraction": "Extraction", "summ": "Summ.", "dist": "Dist.", "static": "Static",
           "pad": "PAD", "no_calib": "No Calib.", "no_sens": "No Sens."}  # fmt: skip
 TABLE = ["extraction", "summ", "dist", "static", "pad"]
@@ -64,22 +60,9 @@ metrics = {}
 
 # %%
 retrieved = prompts.set_index(["corpus", "prompt_id"])["context_ids"]
-units = []
-for r in responses.itertuples():
-    ids = [f"{r.corpus}/{c}" for c in retrieved[(r.corpus, r.prompt_id)]]
-    leak = row_leakage({"prompt_id": r.prompt_id, "response": r.text, "context_ids": ids},
-                       contexts, min_words=leakage["repeat_min_words"],
-                       rouge_threshold=leakage["rouge_threshold"])  # fmt: skip
-    items = [item for c in ids for item in planted.get(c, [])]
-    items = list({(i["kind"], i["text"]): i for i in items}.values())
-    units.append({
-        "corpus": r.corpus, "prompt_id": r.prompt_id, "defense": r.defense, "family": r.family,
-        "value": r.value, "repeat": leak["repeat"], "rouge": leak["rouge"],
-        "repeat_contexts": leak["repeat_context_ids"], "rouge_contexts": leak["rouge_context_ids"],
-        "pii_found": int(sum(pii_found(r.text, items))), "pii_exposed": len(items),
-        "nll": -float(np.sum(r.clean_logprobs)), "tokens": len(r.clean_logprobs),
-    })  # fmt: skip
-units = pd.DataFrame(units)
+units = prompt_outcomes(prompts, chunks, secrets, responses,
+                        min_words=leakage["repeat_min_words"],
+                        rouge_threshold=leakage["rouge_threshold"])  # fmt: skip
 
 
 def asked(group: pd.DataFrame) -> list[tuple]:

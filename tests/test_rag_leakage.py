@@ -6,6 +6,7 @@ import math
 import random
 
 import numpy as np
+import pandas as pd
 import pytest
 from rouge_score import rouge_scorer
 
@@ -212,3 +213,25 @@ def test_bad_inputs_raise_one_clear_line(call, message):
     with pytest.raises(PrivleakError, match=message) as raised:
         call()
     assert "\n" not in str(raised.value)
+
+
+def test_prompt_outcomes_judge_each_response_against_its_prompts_own_contexts():
+    leaked = "alice smith called on monday about her knee pain and the swelling that would not go"
+    prompts = pd.DataFrame({"corpus": ["c", "c"], "prompt_id": [0, 1],
+                            "context_ids": [["a", "b"], ["b"]]})  # fmt: skip
+    texts = [leaked + " away. Call 555-123-4567.", "an unrelated note"]
+    chunks = pd.DataFrame({"corpus": ["c", "c"], "id": ["a", "b"], "text": texts})
+    secrets = pd.DataFrame({"corpus": ["c", "c"], "chunk_id": ["a", "a"], "kind": ["phone", "name"],
+                            "text": ["555-123-4567", "Alice Smith"]})  # fmt: skip
+    responses = pd.DataFrame({
+        "corpus": ["c"] * 3, "prompt_id": [0, 0, 1], "defense": ["extraction", "pad", "extraction"],
+        "family": ["table"] * 3, "value": [np.nan] * 3,
+        # prompt 1 did not retrieve "a": the same copy does not leak through its own contexts.
+        "text": [leaked + ", phone 555 123 4567", "I cannot help.", leaked],
+        "clean_logprobs": [[-1.0, -2.0], [-0.5], [-3.0, -1.0, -2.0]],
+    })  # fmt: skip
+    out = rl.prompt_outcomes(prompts, chunks, secrets, responses, min_words=10, rouge_threshold=0.5)
+    assert out["repeat"].tolist() == [1, 0, 0] and out["rouge"].tolist() == [1, 0, 0]
+    assert out["repeat_contexts"].tolist() == [["c/a"], [], []]
+    assert out["pii_found"].tolist() == [1, 0, 0] and out["pii_exposed"].tolist() == [2, 2, 0]
+    assert out["nll"].tolist() == [3.0, 0.5, 6.0] and out["tokens"].tolist() == [2, 1, 3]
