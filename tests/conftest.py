@@ -97,14 +97,14 @@ def rng() -> torch.Generator:
     return torch.Generator().manual_seed(1234)
 
 
-def tiny_bert_classifier(num_labels: int = 2):
+def tiny_bert_classifier(num_labels: int = 2, vocab_size: int = 16):
     """A 1-layer random BERT sequence classifier (FactKB's architecture family) whose vocabulary
-    covers word_tokenizer's ids."""
+    covers word_tokenizer's ids (by default) or vocab_size ids."""
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=16,
+        vocab_size=vocab_size,
         hidden_size=8,
         num_hidden_layers=1,
         num_attention_heads=2,

@@ -1,5 +1,6 @@
-"""paper-tiny: every S0, S1 and S4 stage under `profile: paper`, with the paper's options kept and
-its hub models and datasets swapped for tiny local equivalents (CPU, float32, a few examples).
+"""paper-tiny: every S0, S1, S4 and S2 stage under `profile: paper`, with the paper's options
+kept and its hub models and datasets swapped for tiny local equivalents (CPU, float32, a few
+examples).
 
 Kept paper options: plain template, two LMs (an OPT with a padded vocabulary, as OPT's 50272
 logits over 50265 tokens, and a Llama), an S1 model list, a `file:` sequence list, `hf:` corpora
@@ -7,8 +8,14 @@ read from save_to_disk folders in the hub datasets' schemas (CNN-DM split slice,
 nested `context` and integer `pubid`), monte-carlo over both kinds, FactKB faithfulness (a tiny
 local classifier folder), fine-tuning disabled; S4 keeps the chat template (a tiny Llama whose
 tokenizer has a ChatML template stands in for Phi-3-mini), the top-k utility and both epsilons,
-on a small medical_dirichlet corpus. Not exercisable offline: the `bert-score` backend
-(package not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
+on a small medical_dirichlet corpus. S2 keeps its three `hf:` corpora in the hub datasets'
+schemas (ChatDoctor's instruction/input/output, enron-email's text) with the paper's `fields`,
+the OPT as its LM, a cross-encoder reranker (a tiny local BERT folder loaded by
+sentence_transformers' CrossEncoder, for bge-reranker-large), every defense, ablation and sweep
+(shortened), and the accountant; an hf: corpus has no planted ground truth, so its secrets and
+exact secret probabilities are empty. Not exercisable offline: the `bert-score` backend (package
+not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map. Not kept: S2's
+targeted attack prompts (the hub datasets have no `topic` column for them to ask about).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from tokenizers import processors
 
@@ -37,8 +46,8 @@ from tests.test_dp_rag import CHATML
 pytestmark = pytest.mark.paper_tiny
 
 REPO = Path(__file__).resolve().parents[1]
-# DAG order of the S1, S0 and S4 stages; prepare_models/context_gain are not S0/S1/S4 (and the
-# paper profile prepares no embedded model).
+# DAG order of the S1, S0, S4 and S2 stages; prepare_models/context_gain are not among them (and
+# the paper profile prepares no embedded model: its LMs, S2's included, are local folders here).
 STAGES = [
     "prepare_data",
     "train_family",
@@ -55,6 +64,9 @@ STAGES = [
     "s4_retrieve",
     "s4_generate",
     "render_s4",
+    "s2_index",
+    "s2_generate",
+    "render_s2",
     "render_claims",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
@@ -63,6 +75,15 @@ SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["s
 ].removeprefix("file:")
 PADDED_ROWS = 8
 S4_DOCUMENTS, S4_RARE_DETAILS, S4_MAX_RETRIEVE = 24, 3, 3
+# S2: each hub-like corpus holds S2_ROWS rows, of which the slot keeps the first S2_DOCUMENTS.
+S2_ROWS, S2_DOCUMENTS, S2_PROMPTS = 10, 8, 3
+S2_CORPORA = {"healthcaremagic": "ChatDoctor-HealthCareMagic-100k",
+              "icliniq": "ChatDoctor-iCliniq", "enron": "enron-email"}  # fmt: skip
+RERANKER_WEIGHT_SCALE = 30.0
+# ChatDoctor's instruction column, the same in every row.
+CHATDOCTOR_INSTRUCTION = (
+    "If you are a doctor, please answer the medical questions based on the patient's description."
+)
 
 
 def _lm_tokenizer(texts: list[str]):
@@ -78,7 +99,8 @@ def _save_lms(root: Path, texts: list[str]) -> dict[str, str]:
     tokenizer = _lm_tokenizer(texts)
     real = len(tokenizer)
     built = {
-        "opt": tiny_opt(vocab_size=real + PADDED_ROWS, window=256),
+        # OPT's own 2048 positions: S2's prompts hold three retrieved documents.
+        "opt": tiny_opt(vocab_size=real + PADDED_ROWS, window=2048),
         "llama": tiny_llama(vocab_size=real, window=256, seed=1),
     }
     folders = {}
@@ -129,6 +151,59 @@ def _hub_like_datasets(root: Path) -> dict[str, str]:
     return {slot: str(folder) for slot, folder in folders.items()}
 
 
+def _chatdoctor_row(dialogue: str) -> dict[str, str]:
+    """A synthetic dialogue ("[Patient: ]<question>\n(Doctor|Answer): <answer>") as a ChatDoctor
+    row: the patient's question is `input`, the doctor's answer `output`."""
+    question, answer = re.split(r"\n(?:Doctor|Answer): ", dialogue, maxsplit=1)
+    return {
+        "instruction": CHATDOCTOR_INSTRUCTION,
+        "input": question.removeprefix("Patient: "),
+        "output": answer,
+    }
+
+
+def _hub_like_s2_corpora(root: Path) -> tuple[dict[str, str], list[str]]:
+    """save_to_disk folders in the S2 hub datasets' schemas (a train split; ChatDoctor's
+    instruction, input and output strings, enron-email's text), from the synthetic dialogues and
+    emails, and the texts the corpora's `fields` pick (for the tokenizers)."""
+    from datasets import Dataset, DatasetDict
+
+    folders, texts = {}, []
+    for corpus, hub_name in S2_CORPORA.items():
+        records, _ = generate(corpus, S2_ROWS, 7, None)
+        if corpus == "enron":
+            rows = [{"text": r["text"]} for r in records]
+        else:
+            rows = [_chatdoctor_row(r["text"]) for r in records]
+        folders[corpus] = str(root / "hub" / hub_name)
+        DatasetDict({"train": Dataset.from_list(rows)}).save_to_disk(folders[corpus])
+        texts += [row.get("input", row.get("text")) for row in rows]
+    return folders, texts
+
+
+def _save_cross_encoder(root: Path, texts: list[str]) -> str:
+    """A tiny BERT scoring a (query, text) pair by one logit (num_labels=1, as bge-reranker-large)
+    and a byte-level BPE tokenizer trained on the S2 texts that encodes a pair as
+    "<s> query </s> text </s>" with segment ids: a folder sentence_transformers' CrossEncoder
+    loads offline (it truncates pairs to the model's 64 positions). Default-initialised weights
+    score every pair alike to within float noise; larger ones spread the scores, so the order is
+    the model's."""
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>",
+        pair="<s> $A </s> $B:1 </s>:1",
+        special_tokens=[("<s>", 1), ("</s>", 2)],
+    )
+    folder = root / "models" / "tiny-reranker"
+    model = tiny_bert_classifier(num_labels=1, vocab_size=len(tokenizer))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(RERANKER_WEIGHT_SCALE if parameter.dim() > 1 else 1.0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def _sequence_file(root: Path) -> list[str]:
     """The `file:` S1 list: a few planted sequences of each kind from a synthetic corpus."""
     options = {"doc_words": 60, "duplication_counts": [1, 2], "sequences_per_count": 2}
@@ -139,7 +214,9 @@ def _sequence_file(root: Path) -> list[str]:
     return [r["prefix"] + r["suffix"] for r in rows] + [r["text"] for r in records]
 
 
-def _paper_params(root: Path, lms: dict, hub: dict, factkb: str, chat_lm: str) -> dict:
+def _paper_params(
+    root: Path, lms: dict, hub: dict, factkb: str, chat_lm: str, s2_hub: dict, reranker: str
+) -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["profile"] = "paper"
     smoke = {group: params[group]["smoke"] for group in ("data", "family", "s1", "s0")}
@@ -191,6 +268,22 @@ def _paper_params(root: Path, lms: dict, hub: dict, factkb: str, chat_lm: str) -
     # Twice one question's streams, as the paper profile's 202 = 2 * (1 + 100).
     s4["generation"] |= {"max_new_tokens": 4, "max_batch_streams": 8, "rag_k": 2}
     s4["densities"] |= {"documents": 10, "draws": 200}
+    s2 = params["s2"]["paper"]
+    s2["lm"] = lms["opt"]
+    for corpus, spec in s2["corpora"].items():  # the paper's `fields` mappings are kept
+        spec |= {"source": f"hf:{s2_hub[corpus]}:train", "n": S2_DOCUMENTS}
+    s2["embed_batch_size"] = 4
+    # The hub datasets have no `topic` column, which targeted prompts draw their topics from
+    # (privleak.rag_attack.attack_prompts refuses them without one): untargeted prompts only.
+    s2["attack"] |= {"prompts": S2_PROMPTS, "targeted_share": 0.0}
+    s2["retrieval"]["reranker"] = reranker
+    s2["decoding"] |= {"max_new_tokens": 4, "max_batch_streams": 8}
+    s2["sweeps"] = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
+    # MiniLM puts these prompts 1.3-1.5 (L2) from every document: 1.4 keeps some of them.
+    s2["distance"]["sweep"] = [1.0, 1.4]
+    s2["summary"]["max_new_tokens"] = 4
+    s2["esp"] |= {"prompts": 2, "draws": 2}
+    s2["accounting"]["lengths"] = [2, 4]
     return params
 
 
@@ -214,11 +307,13 @@ def paper_root(tmp_path_factory) -> Path:
     texts = _sequence_file(root)
     hub = _hub_like_datasets(root)
     texts += [r["article"] for r in generate("cnn_dm", 8, 7, {"min_words": 120})[0]]
-    lms = _save_lms(root, texts)
+    s2_hub, s2_texts = _hub_like_s2_corpora(root)
+    lms = _save_lms(root, texts + s2_texts)
     factkb = root / "models" / "tiny-factkb"
     tiny_bert_classifier().save_pretrained(factkb)
     word_tokenizer(add_bos=False).save_pretrained(factkb)
-    params = _paper_params(root, lms, hub, str(factkb), _save_chat_lm(root))
+    reranker = _save_cross_encoder(root, s2_texts)
+    params = _paper_params(root, lms, hub, str(factkb), _save_chat_lm(root), s2_hub, reranker)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for stage in STAGES:
         _run_stage(root, stage)
@@ -249,7 +344,7 @@ def test_every_stage_writes_its_declared_outputs(paper_root):
 
 
 def test_every_figure_is_written_in_every_format(paper_root):
-    for folder in ("s0", "s1"):
+    for folder in ("s0", "s1", "s2"):
         stems = {p.stem for p in (paper_root / "figures" / folder).glob("*.png")}
         assert stems, f"figures/{folder} has no figure"
         for stem in stems:
@@ -339,3 +434,91 @@ def test_s4_every_planted_fact_has_a_finite_log_prob_under_both_decoders(paper_r
     assert len(planted) == S4_RARE_DETAILS * 3  # two epsilons and the non-private RAG
     assert planted["log_prob"].map(math.isfinite).all() and (planted["log_prob"] <= 0).all()
     assert (planted["fact_tokens"] >= 1).all()
+
+
+def _s2_params(root: Path) -> dict:
+    return yaml.safe_load((root / "params.yaml").read_text())["s2"]["paper"]
+
+
+def test_s2_answers_every_prompt_under_every_defense_and_sweep_point(paper_root):
+    s2, folder = _s2_params(paper_root), paper_root / "data" / "interim" / "s2"
+    prompts = pd.read_parquet(folder / "index" / "prompts.parquet")
+    responses = pd.read_parquet(folder / "generate" / "responses.parquet")
+    pad = s2["pad"]
+    sweep = {
+        "ablation": {"no_calib", "no_sens"},
+        "amplification": {
+            f"amplification={v:g}" for v in s2["sweeps"]["amplifications"]
+            if v != pad["amplification"]
+        },
+        "epsilon": {f"epsilon={v:g}" for v in s2["sweeps"]["epsilons"] if v != pad["epsilon"]},
+        "distance": {f"dist={v:g}" for v in s2["distance"]["sweep"]},
+    }  # fmt: skip
+    assert set(responses["corpus"]) == set(S2_CORPORA)
+    for corpus in S2_CORPORA:
+        asked = sorted(prompts.loc[prompts["corpus"] == corpus, "prompt_id"])
+        assert len(asked) == S2_PROMPTS
+        rows = responses[responses["corpus"] == corpus]
+        expected = {("table", d) for d in ("extraction", "summ", "dist", "static", "pad")}
+        if corpus == s2["sweep_corpus"]:
+            expected |= {(family, d) for family, names in sweep.items() for d in names}
+        answered = rows.groupby(["family", "defense"])["prompt_id"].agg(sorted)
+        assert set(answered.index) == expected, corpus
+        assert all(ids == asked for ids in answered), corpus
+    steps = responses["tokens"].map(len)
+    assert steps.between(1, s2["decoding"]["max_new_tokens"]).all()
+    for record in ("sigma", "sensitivity", "protected"):
+        assert (responses[record].map(len) == steps).all(), record
+    # PAD and its ablations and sweeps draw noise of a finite positive sigma at every step;
+    # Static's is its fixed sigma; the undefended decoders draw none.
+    noised = ~responses["defense"].isin(["extraction", "summ", "static"])
+    noised &= ~responses["defense"].str.startswith("dist")
+    sigmas = responses["sigma"].map(list)
+    assert sigmas[noised].map(lambda v: all(math.isfinite(x) and x > 0 for x in v)).all()
+    static = responses["defense"] == "static"
+    assert sigmas[static].map(lambda v: set(v) == {s2["static_sigma"]}).all()
+    assert sigmas[~noised & ~static].map(lambda v: set(v) == {0.0}).all()
+    # Fig. 6a's accountant has PAD responses of every corpus at every length.
+    lengths = pd.read_csv(paper_root / "figures" / "s2" / "s2_fig6a_data.csv")
+    assert set(zip(lengths["corpus"], lengths["length"], strict=True)) == {
+        (corpus, length) for corpus in S2_CORPORA for length in s2["accounting"]["lengths"]
+    }
+
+
+def test_s2_contexts_are_the_cross_encoders_top_candidates(paper_root):
+    from privleak.vector_store import CrossEncoderScorer
+
+    s2, folder = _s2_params(paper_root), paper_root / "data" / "interim" / "s2" / "index"
+    prompts = pd.read_parquet(folder / "prompts.parquet")
+    chunks = pd.read_parquet(folder / "chunks.parquet")
+    # Each hub-like corpus is cut to its slot's first n rows.
+    assert chunks.groupby("corpus")["record_id"].nunique().to_dict() == dict.fromkeys(
+        S2_CORPORA, S2_DOCUMENTS
+    )
+    text = {(r.corpus, r.id): r.text for r in chunks.itertuples()}
+    scorer = CrossEncoderScorer(s2["retrieval"]["reranker"])
+    for r in prompts.itertuples():
+        candidates = list(r.candidate_ids)
+        assert len(candidates) == s2["retrieval"]["k"]
+        scores = scorer(r.question, [text[(r.corpus, c)] for c in candidates])
+        by_score = sorted(candidates, key=lambda c: -scores[candidates.index(c)])
+        assert list(r.reranked_ids) == by_score
+        assert list(r.context_ids) == by_score[: s2["retrieval"]["rerank_top"]]
+    # The cross-encoder, not the L2 order, picked the contexts of some prompt.
+    assert (prompts["reranked_ids"].map(list) != prompts["candidate_ids"].map(list)).any()
+
+
+def test_s2_hub_corpora_carry_no_planted_secrets(paper_root):
+    """An hf: corpus has no planted ground truth: no secret rows, no exact secret
+    probabilities, and Table 1's secret ESP column is empty; every other column is filled."""
+    s2 = paper_root / "data" / "interim" / "s2"
+    assert pd.read_parquet(s2 / "index" / "secrets.parquet").empty
+    assert pd.read_parquet(s2 / "generate" / "esp.parquet").empty
+    table1 = pd.read_csv(paper_root / "figures" / "s2" / "s2_table1.csv")
+    assert set(table1["corpus"]) == set(S2_CORPORA)
+    assert table1["secret_log10_esp_median"].isna().all()
+    assert table1[["prompts", "retrieved_contexts", "ppl"]].notna().all().all()
+    metrics = json.loads((paper_root / "metrics" / "s2.json").read_text())
+    rows = [row for corpus in metrics["table1"].values() for row in corpus.values()]
+    assert len(rows) == len(table1)
+    assert all(row["secret_log10_esp_median"] is None for row in rows)
