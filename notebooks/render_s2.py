@@ -80,7 +80,9 @@ def summarize(group: pd.DataFrame) -> pd.Series:
         "rouge_prompts": int(group["rouge"].sum()),
         "rouge_contexts": distinct("rouge_contexts"),
         "ppl": float(np.exp(group["nll"].sum() / group["tokens"].sum())),
-        "pii_recall": group["pii_found"].sum() / max(group["pii_exposed"].sum(), 1),
+        # NaN, not 0, when no planted item was exposed (an hf: or file: corpus has none)
+        "pii_recall": group["pii_found"].sum() / group["pii_exposed"].sum()
+        if group["pii_exposed"].sum() else float("nan"),
     })  # fmt: skip
 
 
@@ -142,7 +144,7 @@ for color, metric in zip(sns.color_palette(), LEAKS, strict=False):
     ax.axhline(extraction[metric], color=color, linestyle="--", linewidth=1)
 ax.set(xlabel="", ylabel=f"count over {n_prompts} prompts",
        title=f"S2 Fig. 3: PAD ablation on {sweep_corpus} (dashed: Extraction)")  # fmt: skip
-outside_legend(fig, ax)
+outside_legend(fig, ax, below=True)  # a beside legend meets the title when the counts are all 0
 save_figure(fig, FIG / "s2_fig3", FORMATS)
 save_table(ablation.reset_index(names="defense"), FIG / "s2_fig3_data")
 metrics["ablation"] = {
@@ -165,10 +167,11 @@ def sweep_figure(family: str, label: str, figure: str, log_x: bool) -> pd.DataFr
     long["metric"] = long["metric"].map({"repeat": "Repeat Prompts", "rouge": "ROUGE Prompts"})
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
     sns.lineplot(long, x="value", y="prompts", hue="metric", marker="o", ax=left, **BOOTSTRAP)
-    for value, metric in ((extraction["repeat_prompts"], "Repeat"),
-                          (extraction["rouge_prompts"], "ROUGE")):  # fmt: skip
+    # Apart along x: the two Extraction lines coincide when the counts are equal.
+    for value, metric, x in ((extraction["repeat_prompts"], "Repeat", 0.01),
+                             (extraction["rouge_prompts"], "ROUGE", 0.55)):  # fmt: skip
         left.axhline(value, linestyle="--", linewidth=1, color="grey")
-        left.annotate(f"Extraction {metric}", (0.01, value), xycoords=("axes fraction", "data"),
+        left.annotate(f"Extraction {metric}", (x, value), xycoords=("axes fraction", "data"),
                       fontsize=7, color="grey", va="bottom")  # fmt: skip
     nll = points.groupby("value")[["nll", "tokens"]].sum()
     right.plot(nll.index, np.exp(nll["nll"] / nll["tokens"]), marker="o")

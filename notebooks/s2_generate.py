@@ -217,6 +217,8 @@ for corpus in corpora:
     defenses = {k: v[2] for k, v in noise_defenses(corpus).items() if v[0] == "table"}
     asked = prompts[prompts["corpus"] == corpus].head(esp["prompts"])
     planted = secrets[secrets["corpus"] == corpus]
+    if planted.empty:  # a corpus without planted ground truth (hf:, file:) has no secret to score
+        continue
     for r in asked.itertuples():
         exposed = [
             s
@@ -245,7 +247,8 @@ for corpus in corpora:
                                      "chunk_id": s.chunk_id, "kind": s.kind, "secret": s.text,
                                      "defense": name, "logprob": logprob})  # fmt: skip
 timings["esp"] = time.perf_counter() - started
-esp_table = pd.DataFrame(esp_rows)
+esp_table = pd.DataFrame(esp_rows, columns=["corpus", "prompt_id", "chunk_id", "kind", "secret",
+                                             "defense", "logprob"])  # fmt: skip
 print(store.summary())
 esp_table.groupby(["corpus", "defense"])["logprob"].median()
 

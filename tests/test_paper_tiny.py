@@ -13,9 +13,9 @@ schemas (ChatDoctor's instruction/input/output, enron-email's text) with the pap
 the OPT as its LM, a cross-encoder reranker (a tiny local BERT folder loaded by
 sentence_transformers' CrossEncoder, for bge-reranker-large), every defense, ablation and sweep
 (shortened), and the accountant; an hf: corpus has no planted ground truth, so its secrets and
-exact secret probabilities are empty. Not exercisable offline: the `bert-score` backend (package
-not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map. Not kept: S2's
-targeted attack prompts (the hub datasets have no `topic` column for them to ask about).
+exact secret probabilities are empty, and its prompts are untargeted, as the paper profile says
+(the hub datasets have no `topic` column to target). Not exercisable offline: the `bert-score`
+backend (package not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
 """
 
 from __future__ import annotations
@@ -273,9 +273,7 @@ def _paper_params(
     for corpus, spec in s2["corpora"].items():  # the paper's `fields` mappings are kept
         spec |= {"source": f"hf:{s2_hub[corpus]}:train", "n": S2_DOCUMENTS}
     s2["embed_batch_size"] = 4
-    # The hub datasets have no `topic` column, which targeted prompts draw their topics from
-    # (privleak.rag_attack.attack_prompts refuses them without one): untargeted prompts only.
-    s2["attack"] |= {"prompts": S2_PROMPTS, "targeted_share": 0.0}
+    s2["attack"]["prompts"] = S2_PROMPTS
     s2["retrieval"]["reranker"] = reranker
     s2["decoding"] |= {"max_new_tokens": 4, "max_batch_streams": 8}
     s2["sweeps"] = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}

@@ -106,7 +106,8 @@ def attack_prompts(
     topics = [record.get("topic") for record in records]
     require(
         targeted_count == 0 or (topics and all(isinstance(t, str) and t for t in topics)),
-        "targeted attack prompts need records that each have a non-empty 'topic'",
+        "targeted attack prompts need records that each have a non-empty 'topic' (map a column "
+        "to it with the corpus's fields: {topic: <column>}, or set attack.targeted_share: 0)",
     )
     rng = random.Random(f"rag_attack:{style}:{seed}")
     targeted = set(rng.sample(range(n), targeted_count))
