@@ -52,7 +52,9 @@ from privleak.vector_store import (
 
 OUT = paths.INTERIM / "s2" / "index"
 OUT.mkdir(parents=True, exist_ok=True)
-STORE = OUT / "chroma"
+# The store is its own output: Chroma's files are not byte-stable between runs, and s2_generate
+# reads only the tables, so rebuilding the store does not rerun generation.
+STORE = paths.INTERIM / "s2" / "store"
 shutil.rmtree(STORE, ignore_errors=True)  # a fresh store: DVC owns the folder
 missing = [name for name in corpora if name not in styles]
 require(not missing, f"s2.styles has no attack style for corpus '{missing[0] if missing else ''}'")

@@ -11,7 +11,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import claims, figures, models, ngrams, paths, prompts, schema
+from privleak import claims, decoding, figures, models, ngrams, paths, prompts, schema
 from privleak.data import loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
@@ -37,6 +37,7 @@ def test_repeated_names_match_the_library():
     assert set(loaders.SPEC_KEYS) == set(schema.Slot.model_fields)
     assert schema.CLAIM_METHODS == claims.METHODS
     assert schema.WINDOWS == ngrams.WINDOWS
+    assert schema.FORWARD_MODES == decoding.FORWARD_MODES
 
 
 def test_figure_formats_are_ones_matplotlib_writes():

@@ -58,13 +58,15 @@ def defended_generate(
     min_new_tokens: int = 0,
     max_batch_streams: int | None = None,
     cache=None,
+    forward_mode: str = "auto",
 ) -> list[dict]:
     """Decode every prompt under every defense (temperature sampling on the defended logits).
 
     Rows, prompt-major then defense: {key, defense, tokens, text, clean_logprobs (each token's
     log-prob under the undefended model at temperature 1), sigma, sensitivity, protected (per step,
     `privleak.pad.LogitNoise` records)}. max_batch_streams is rounded down to a multiple of the
-    number of defenses (at least one prompt), so a prompt's defenses share one prefill."""
+    number of defenses (at least one prompt), so a prompt's defenses share one prefill.
+    forward_mode: `privleak.decoding.decode`'s."""
     require(len(prompts) == len(keys), f"{len(prompts)} prompts for {len(keys)} keys")
     require(len(defenses) >= 1, "give at least one defense")
     names = list(defenses)
@@ -87,6 +89,7 @@ def defended_generate(
         pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
         max_batch_streams=budget,
         cache=cache,
+        forward_mode=forward_mode,
     )  # fmt: skip
     rows = []
     for g, (tokens, (key, name)) in enumerate(zip(decoded.token_lists(), group_keys, strict=True)):

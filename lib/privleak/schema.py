@@ -23,6 +23,9 @@ from pydantic_core import PydanticCustomError, core_schema
 from privleak.errors import PrivleakError
 from privleak.params import PROFILES
 
+# privleak.decoding.FORWARD_MODES
+FORWARD_MODES = ("auto", "dynamic", "slots", "graph")
+
 # privleak.data.synthetic.GENERATORS
 GENERATORS = (
     "cnn_dm",
@@ -860,6 +863,7 @@ class S2Decoding(Strict):
     max_new_tokens: Annotated[int, COUNT]
     min_new_tokens: Annotated[int, INDEX]
     max_batch_streams: Annotated[int, COUNT]
+    forward_mode: Annotated[str, _one_of(*FORWARD_MODES)]
 
 
 class S2PAD(Strict):  # privleak.pad.PADSettings
