@@ -38,6 +38,16 @@ DP = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Toy models gain nothing from threads, and on shared cores OpenMP threads spinning for
+    work slowed these tests several-fold; the process's setting is restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def family_llama(seed: int = 0) -> LlamaForCausalLM:
     """The repo's tiny Llama family at toy size: tied embeddings, RMSNorm, RoPE."""
     torch.manual_seed(seed)

@@ -22,6 +22,16 @@ SCHEDULES = ["step", "linear", "exp_concave"]
 T = 100
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Toy models gain nothing from threads, and on shared cores OpenMP threads spinning for
+    work slowed these tests several-fold; the process's setting is restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def family_llama(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     size = {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64}
