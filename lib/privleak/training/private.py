@@ -275,6 +275,8 @@ def dp_finetune_causal_lm(
                         losses.append(float(loss.detach()))
                         tokens += int(batch_mask.sum())
                     dp_optimiser.step()
+            if model.device.type == "cuda":
+                torch.cuda.synchronize(model.device)  # the last step's kernels count too
             wall = time.perf_counter() - start
         finally:
             hooks.cleanup()
