@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable
 
 from privleak.data.cnn_dm import cnn_dm
+from privleak.data.dialogs import dialogs
 from privleak.data.medical import medical_dirichlet
 from privleak.data.pretrain import pretrain
 from privleak.data.pubmedqa import pubmedqa
@@ -21,6 +22,7 @@ from privleak.errors import PrivleakError, require
 
 GENERATORS: dict[str, Callable[..., tuple[list[dict], list[dict]]]] = {
     "cnn_dm": cnn_dm,
+    "dialogs": dialogs,
     "enron": enron,
     "healthcaremagic": healthcaremagic,
     "icliniq": icliniq,

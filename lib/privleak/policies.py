@@ -1,0 +1,439 @@
+"""S3's policy functions (domain privacy): a policy F_d flags the words of a text that are
+sensitive for domain d (the paper's F(tau)_i = 1 for a sensitive i-th token). Redaction masks
+flagged words to build a redacted corpus, and a generation leaks d when a word is flagged.
+
+Tokens are words, the `\\w+` matches of a text located by character span, so flags map back to
+the text whatever LM tokenizer produced it. Punctuation is not a token: no keyword is
+punctuation, a classifier window is counted in words, and redaction keeps punctuation in place.
+
+Two policies with one interface (Policy):
+- KeywordPolicy, the paper's Keyword Detection: a word is sensitive for d when it is part of an
+  occurrence of one of d's hand-crafted keywords or phrases.
+- ClassifierPolicy, the paper's Sequence Classification: where the paper fine-tunes RoBERTa, we
+  fit a logistic regression on sentence embeddings (MiniLM in the pipeline) of word windows
+  labelled with their text's domain; a word is sensitive for d when a window containing it is
+  classified as d with probability above a threshold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+from scipy.special import softmax
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from privleak.errors import PrivleakError, require
+
+WORD = re.compile(r"\w+")
+MASK = "<MASK>"
+# Maps n texts to their embeddings [n, dim].
+Embed = Callable[[list[str]], np.ndarray]
+_CLASSIFIER_KEYS = ("classes", "coef", "intercept", "window", "stride", "threshold")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) character span of every word (`\\w+` match) of text, in order."""
+    return [match.span() for match in WORD.finditer(text)]
+
+
+class Policy(Protocol):
+    """F_d for every d in domains: one flag per word of a text (word_spans order)."""
+
+    domains: tuple[str, ...]
+
+    def flags(self, text: str, domain: str) -> list[bool]: ...
+
+    def flags_many(self, texts: Sequence[str], domain: str) -> list[list[bool]]: ...
+
+    def flags_by_domain(
+        self, texts: Sequence[str], domains: Sequence[str] | None = None
+    ) -> dict[str, list[list[bool]]]: ...
+
+
+def _check_domain(unknown: str, domains: tuple[str, ...], domain: str) -> None:
+    require(domain in domains, f"{unknown} {domain!r}; allowed: {', '.join(domains)}")
+
+
+class KeywordPolicy:
+    """Flags, for domain d, every word of each occurrence of one of d's keywords. Matching is
+    case-insensitive and by whole words: "seat" flags "Seat" but not "seats", and a phrase
+    flags its words when they follow each other in the text, whatever non-word characters
+    separate them ("drive-thru" matches "drive thru" and "Drive-Thru")."""
+
+    def __init__(self, keywords: Mapping[str, Sequence[str]]):
+        require(
+            isinstance(keywords, Mapping) and bool(keywords),
+            f"keyword policy needs a non-empty mapping of domain to keywords; got {keywords!r}",
+        )
+        # Per domain: first word -> the keyword phrases (tuples of words) starting with it.
+        self._phrases: dict[str, dict[str, list[tuple[str, ...]]]] = {}
+        for domain, words in keywords.items():
+            require(
+                isinstance(domain, str) and bool(domain),
+                f"keyword policy domains must be non-empty strings; got {domain!r}",
+            )
+            require(
+                isinstance(words, list | tuple) and all(isinstance(w, str) for w in words),
+                f"keyword policy: the keywords of domain {domain} must be a list of strings; "
+                f"got {words!r}",
+            )
+            require(bool(words), f"keyword policy: the keyword list of domain {domain} is empty")
+            starts: dict[str, list[tuple[str, ...]]] = {}
+            for keyword in words:
+                phrase = tuple(WORD.findall(keyword.lower()))
+                require(
+                    bool(phrase),
+                    f"keyword policy: keyword {keyword!r} of domain {domain} has no word in it",
+                )
+                starts.setdefault(phrase[0], []).append(phrase)
+            self._phrases[domain] = starts
+        self.domains = tuple(keywords)
+
+    def flags(self, text: str, domain: str) -> list[bool]:
+        """One flag per word of text: True where the word is part of one of domain's keywords."""
+        _check_domain("keyword policy has no domain", self.domains, domain)
+        words = [word.lower() for word in WORD.findall(text)]
+        flagged = [False] * len(words)
+        starts = self._phrases[domain]
+        for i, word in enumerate(words):
+            for phrase in starts.get(word, ()):
+                if tuple(words[i : i + len(phrase)]) == phrase:
+                    flagged[i : i + len(phrase)] = [True] * len(phrase)
+        return flagged
+
+    def flags_many(self, texts: Sequence[str], domain: str) -> list[list[bool]]:
+        _check_domain("keyword policy has no domain", self.domains, domain)
+        return [self.flags(text, domain) for text in texts]
+
+    def flags_by_domain(
+        self, texts: Sequence[str], domains: Sequence[str] | None = None
+    ) -> dict[str, list[list[bool]]]:
+        """flags_many for each of domains (default: all the policy's)."""
+        domains = self.domains if domains is None else domains
+        return {domain: self.flags_many(texts, domain) for domain in domains}
+
+
+def _windows(spans: list[tuple[int, int]], window: int, stride: int) -> list[tuple[int, int]]:
+    """Word ranges [a, b) of width `window` every `stride` words; the last one ends at the
+    last word, so every word lies in at least one window. A shorter text is one window."""
+    if not spans:
+        return []
+    last = max(len(spans) - window, 0)
+    starts = list(range(0, last + 1, stride))
+    if starts[-1] != last:
+        starts.append(last)
+    return [(a, min(a + window, len(spans))) for a in starts]
+
+
+def _cut(texts: Sequence[str], window: int, stride: int) -> tuple[list, list, list[str]]:
+    """Per text its word spans and window word ranges, and the text of every window (all
+    texts' windows in order: the slice of the text from the window's first to last word)."""
+    spans = [word_spans(text) for text in texts]
+    windows = [_windows(s, window, stride) for s in spans]
+    chunks = [
+        text[s[a][0] : s[b - 1][1]]
+        for text, s, ranges in zip(texts, spans, windows, strict=True)
+        for a, b in ranges
+    ]
+    return spans, windows, chunks
+
+
+def _embedded(embed: Embed, texts: list[str]) -> np.ndarray:
+    vectors = np.asarray(embed(texts), dtype=np.float64)
+    require(
+        vectors.ndim == 2 and len(vectors) == len(texts),
+        f"embed returned an array of shape {vectors.shape} for {len(texts)} texts; "
+        f"expected ({len(texts)}, dim)",
+    )
+    return vectors
+
+
+class ClassifierPolicy:
+    """A linear domain classifier over embeddings of word windows (width `window`, a new one
+    every `stride` words). A word is flagged for domain d when the largest probability of d
+    over the windows containing it exceeds `threshold`.
+
+    Max, not mean, over a word's windows: a leak check should err towards recall, and one
+    window that reads as domain d is evidence enough (the paper's RoBERTa policy is the one
+    with the higher recall). With max, a higher threshold flags a subset of the words."""
+
+    def __init__(
+        self,
+        embed: Embed,
+        *,
+        classes: Sequence[str],
+        coef: np.ndarray,
+        intercept: np.ndarray,
+        window: int,
+        stride: int,
+        threshold: float,
+    ):
+        _check_settings(window, stride, threshold)
+        classes = list(classes)
+        require(
+            len(classes) >= 2 and len(set(classes)) == len(classes),
+            f"classifier policy needs at least 2 distinct domains; got {classes!r}",
+        )
+        coef = np.asarray(coef, dtype=np.float64)
+        intercept = np.asarray(intercept, dtype=np.float64)
+        # Two classes: scikit-learn keeps one row, the logit of the second class.
+        rows = 1 if len(classes) == 2 else len(classes)
+        require(
+            coef.ndim == 2 and coef.shape[0] == rows and intercept.shape == (rows,),
+            f"classifier policy coef {coef.shape} and intercept {intercept.shape} do not fit "
+            f"{len(classes)} domains; expected ({rows}, dim) and ({rows},)",
+        )
+        self.embed = embed
+        self.domains = tuple(classes)
+        self.coef, self.intercept = coef, intercept
+        self.window, self.stride, self.threshold = window, stride, threshold
+
+    @classmethod
+    def fit(
+        cls,
+        texts: Sequence[str],
+        domains: Sequence[str],
+        embed: Embed,
+        *,
+        window: int = 12,
+        stride: int = 6,
+        threshold: float = 0.5,
+        C: float = 10.0,
+        max_iter: int = 1000,
+    ) -> ClassifierPolicy:
+        """Fit on the windows of texts, each labelled with its text's domain (texts without a
+        word give none). One embed call for all windows. C is scikit-learn's inverse L2
+        strength: unit-norm sentence embeddings need weak regularisation to reach confident
+        probabilities."""
+        _check_settings(window, stride, threshold)
+        require(
+            len(texts) == len(domains),
+            f"classifier policy fit: {len(texts)} texts but {len(domains)} domain labels",
+        )
+        _, windows, chunks = _cut(texts, window, stride)
+        labels = [d for d, ranges in zip(domains, windows, strict=True) for _ in ranges]
+        seen = sorted(set(labels))
+        require(
+            len(seen) >= 2,
+            f"classifier policy needs texts of at least 2 domains to train; got {seen}",
+        )
+        # Balanced weights, so a domain with more text does not lower the others' probabilities.
+        model = LogisticRegression(C=C, max_iter=max_iter, class_weight="balanced")
+        vectors = _embedded(embed, chunks)
+        # One BLAS thread: the problem is small, and on shared cores threads slow lbfgs ~30x.
+        with threadpool_limits(limits=1, user_api="blas"):
+            model.fit(vectors, labels)
+        return cls(
+            embed,
+            classes=[str(c) for c in model.classes_],
+            coef=model.coef_,
+            intercept=model.intercept_,
+            window=window,
+            stride=stride,
+            threshold=threshold,
+        )
+
+    def probabilities(self, texts: list[str]) -> np.ndarray:
+        """Domain probabilities [len(texts), len(domains)], columns in domains order."""
+        if not texts:
+            return np.zeros((0, len(self.domains)))
+        vectors = _embedded(self.embed, texts)
+        require(
+            vectors.shape[1] == self.coef.shape[1],
+            f"embed gives {vectors.shape[1]}-dim vectors but the classifier policy was trained "
+            f"on {self.coef.shape[1]}-dim ones; use the embedder it was trained with",
+        )
+        logits = vectors @ self.coef.T + self.intercept
+        if len(self.domains) == 2:
+            logits = np.hstack([np.zeros_like(logits), logits])
+        return softmax(logits, axis=1)
+
+    def flags(self, text: str, domain: str) -> list[bool]:
+        return self.flags_many([text], domain)[0]
+
+    def flags_many(self, texts: Sequence[str], domain: str) -> list[list[bool]]:
+        """One flag list per text; the windows of all texts share one embed call."""
+        return self.flags_by_domain(texts, [domain])[domain]
+
+    def flags_by_domain(
+        self, texts: Sequence[str], domains: Sequence[str] | None = None
+    ) -> dict[str, list[list[bool]]]:
+        """flags_many for each of domains (default: all the policy's) from one embed call, so
+        checking a text against several domains costs no more than against one."""
+        domains = self.domains if domains is None else list(domains)
+        for domain in domains:
+            _check_domain("classifier policy was never trained on domain", self.domains, domain)
+        columns = [self.domains.index(domain) for domain in domains]
+        words = [best[:, columns] > self.threshold for best in self.word_probabilities(texts)]
+        return {d: [flags[:, k].tolist() for flags in words] for k, d in enumerate(domains)}
+
+    def word_probabilities(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text, each word's largest domain probabilities over the windows containing it
+        [n_words, len(domains)]. The windows of all texts share one embed call."""
+        spans, windows, chunks = _cut(texts, self.window, self.stride)
+        probabilities = self.probabilities(chunks)
+        out, at = [], 0
+        for s, ranges in zip(spans, windows, strict=True):
+            best = np.zeros((len(s), len(self.domains)))
+            for a, b in ranges:
+                best[a:b] = np.maximum(best[a:b], probabilities[at])
+                at += 1
+            out.append(best)
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-able settings and weights; from_dict(to_dict(), embed) flags identically."""
+        return {
+            "classes": list(self.domains),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept.tolist(),
+            "window": self.window,
+            "stride": self.stride,
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping, embed: Embed) -> ClassifierPolicy:
+        """The policy to_dict saved, with the embedder it was trained with."""
+        require(isinstance(data, Mapping), f"classifier policy must be a mapping; got {data!r}")
+        missing = [key for key in _CLASSIFIER_KEYS if key not in data]
+        if missing:
+            raise PrivleakError(
+                f"classifier policy lacks '{missing[0]}'; it needs {', '.join(_CLASSIFIER_KEYS)}"
+            )
+        return cls(embed, **{key: data[key] for key in _CLASSIFIER_KEYS})
+
+
+def _check_settings(window, stride, threshold) -> None:
+    def integer(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    require(
+        integer(window) and window >= 1,
+        f"classifier policy window must be an integer >= 1 (words); got {window!r}",
+    )
+    # A stride past the window would leave words in no window, never to be flagged.
+    require(
+        integer(stride) and 1 <= stride <= window,
+        f"classifier policy stride must be an integer in [1, window = {window}]; got {stride!r}",
+    )
+    require(
+        isinstance(threshold, int | float)
+        and not isinstance(threshold, bool)
+        and 0 < threshold < 1,
+        f"classifier policy threshold must be a number in (0, 1); got {threshold!r}",
+    )
+
+
+def sentence_embed(model, *, batch_size: int = 64) -> Embed:
+    """An Embed from a sentence-transformers model (privleak.models.load_embedder()): unit-norm
+    embeddings [n, dim]."""
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return model.encode(
+            texts, normalize_embeddings=True, batch_size=batch_size, show_progress_bar=False
+        )
+
+    return embed
+
+
+def _runs(text: str, spans: list[tuple[int, int]], flags: Sequence[bool]) -> list[list[int]]:
+    """Character spans [start, end] of maximal runs of flagged words; a run stops at a line
+    break, so each line (a dialog turn) keeps its own mask."""
+    runs: list[list[int]] = []
+    previous = False
+    for (start, end), flagged in zip(spans, flags, strict=True):
+        if flagged and previous and "\n" not in text[runs[-1][1] : start]:
+            runs[-1][1] = end
+        elif flagged:
+            runs.append([start, end])
+        previous = flagged
+    return runs
+
+
+def redact(text: str, flags: Sequence[bool], mask: str = MASK) -> str:
+    """text with each maximal run of flagged words (and the non-word characters between them)
+    replaced by one mask. One mask per run, not per word: the number of masks does not give
+    away how many words a phrase such as "boarding pass" had, and a model trained on redacted
+    text sees no long runs of repeated masks. Runs stop at line breaks, keeping turns apart."""
+    require(isinstance(mask, str) and bool(mask), f"mask must be a non-empty string; got {mask!r}")
+    spans = word_spans(text)
+    require(
+        len(flags) == len(spans),
+        f"redact got {len(flags)} flags for a text of {len(spans)} words; "
+        "give one flag per word of word_spans(text)",
+    )
+    pieces, cursor = [], 0
+    for start, end in _runs(text, spans, flags):
+        pieces += [text[cursor:start], mask]
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def _redacted(text: str, flags: list[bool], mask: str, what: str, policy, domain: str) -> str:
+    require(
+        not flags or not all(flags),
+        f"{type(policy).__name__} for {domain} flags every word of {what}, so redacting it "
+        "leaves no word; raise the threshold or shorten the keyword list",
+    )
+    return redact(text, flags, mask)
+
+
+def redact_for_domain(
+    texts: Sequence[str], policy: Policy, domain: str, *, mask: str = MASK
+) -> tuple[list[str], float]:
+    """Every text with F_domain's flagged words masked (the paper's redacted version of D for
+    one domain), and the share of all words that were masked."""
+    flags = policy.flags_many(list(texts), domain)
+    redacted = [
+        _redacted(text, f, mask, f"text {i}", policy, domain)
+        for i, (text, f) in enumerate(zip(texts, flags, strict=True))
+    ]
+    words = sum(len(f) for f in flags)
+    return redacted, sum(map(sum, flags)) / words if words else 0.0
+
+
+def redact_own_domains(
+    records: Sequence[Mapping],
+    policy: Policy,
+    *,
+    domains: Sequence[str] | None = None,
+    field: str = "text",
+    mask: str = MASK,
+) -> tuple[list[dict], float]:
+    """A copy of records where each record of a domain in `domains` (default: all the
+    policy's) has record[field] masked by its own domain's policy; records of other domains
+    (public ones, say) stay as they are. Also returns the share of all records' words masked.
+    Each domain's records are flagged in one flags_many call."""
+    domains = policy.domains if domains is None else tuple(dict.fromkeys(domains))
+    for i, record in enumerate(records):
+        require(
+            isinstance(record, Mapping) and "domain" in record and field in record,
+            f"record {i} needs 'domain' and '{field}' to be redacted by its domain",
+        )
+    out = [dict(record) for record in records]
+    masked = 0
+    for domain in domains:
+        of_domain = [i for i, record in enumerate(records) if record["domain"] == domain]
+        flags = policy.flags_many([records[i][field] for i in of_domain], domain)
+        for i, f in zip(of_domain, flags, strict=True):
+            name = f"record {records[i].get('id', i)}"
+            out[i][field] = _redacted(records[i][field], f, mask, name, policy, domain)
+            masked += sum(f)
+    words = sum(len(word_spans(record[field])) for record in records)
+    return out, masked / words if words else 0.0
+
+
+def leaks(text: str, policy: Policy, domain: str) -> bool:
+    """Whether text holds a word the policy flags for domain (LiRa's success test)."""
+    return any(policy.flags(text, domain))
+
+
+def leaks_many(texts: Sequence[str], policy: Policy, domain: str) -> list[bool]:
+    """leaks for many texts, in one flags_many call (one embed call for ClassifierPolicy)."""
+    return [any(f) for f in policy.flags_many(list(texts), domain)]

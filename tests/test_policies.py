@@ -1,0 +1,406 @@
+"""S3 policy functions: keyword and classifier policies flag words, redaction masks runs of
+flagged words, leaks is any flag. Tiny vocabularies so every flag is known in advance."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from privleak.errors import PrivleakError
+from privleak.policies import (
+    ClassifierPolicy,
+    KeywordPolicy,
+    leaks,
+    leaks_many,
+    redact,
+    redact_for_domain,
+    redact_own_domains,
+    word_spans,
+)
+
+KEYWORDS = {"AIRLINE": ["flight", "seat", "boarding pass", "drive-thru"], "MEDIA": ["episode"]}
+# A toy world: three domains with three words each, plus filler words every domain uses.
+VOCAB = {
+    "AIRLINE": ["flight", "seat", "gate"],
+    "MEDIA": ["episode", "channel", "stream"],
+    "INSURANCE": ["claim", "premium", "adjuster"],
+}
+FILLER = ["please", "help", "with", "my", "the", "today"]
+WORDS = [w for words in VOCAB.values() for w in words] + FILLER
+
+
+def bag_of_words(texts: list[str]) -> np.ndarray:
+    """Unit-norm word counts over WORDS [n, 15]; unknown words count for nothing."""
+    vectors = np.zeros((len(texts), len(WORDS)))
+    for i, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            if word in WORDS:
+                vectors[i, WORDS.index(word)] += 1
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def toy_corpus(domains=tuple(VOCAB)) -> tuple[list[str], list[str]]:
+    """Per domain, 12 texts: three filler words, then one of the domain's words, repeated."""
+    texts, labels = [], []
+    for domain in domains:
+        for i in range(12):
+            fill = [FILLER[(i + k) % len(FILLER)] for k in range(3)]
+            words = [*fill, VOCAB[domain][i % 3]] * 3
+            texts.append(" ".join(words))
+            labels.append(domain)
+    return texts, labels
+
+
+@pytest.fixture(scope="module")
+def per_word():
+    """Window 1: each word is classified on its own."""
+    texts, labels = toy_corpus()
+    return ClassifierPolicy.fit(texts, labels, bag_of_words, window=1, stride=1)
+
+
+@pytest.fixture(scope="module")
+def windowed():
+    texts, labels = toy_corpus()
+    return ClassifierPolicy.fit(texts, labels, bag_of_words, window=3, stride=1)
+
+
+def test_words_are_word_character_runs():
+    assert word_spans("Hi, it's 4C!") == [(0, 2), (4, 6), (7, 8), (9, 11)]
+    assert word_spans(" ... ") == []
+
+
+# --- keyword policy ----------------------------------------------------------------------------
+
+
+def test_keywords_flag_whole_words_case_insensitively_and_every_word_of_a_phrase():
+    policy = KeywordPolicy(KEYWORDS)
+    assert policy.domains == ("AIRLINE", "MEDIA")
+    text = "Your Boarding-Pass: SEAT 4C (seats); boarding now, pass later."
+    # Your Boarding Pass SEAT 4C seats boarding now pass later
+    assert policy.flags(text, "AIRLINE") == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert policy.flags(text, "MEDIA") == [False] * 10
+    assert policy.flags("Drive thru or drive-thru?", "AIRLINE") == [1, 1, 0, 1, 1]
+    assert policy.flags("", "AIRLINE") == []
+    assert policy.flags_many(["an episode", "a seat"], "MEDIA") == [[0, 1], [0, 0]]
+
+
+def test_overlapping_keywords_flag_their_union():
+    policy = KeywordPolicy({"AIRLINE": ["pass", "boarding pass", "pass holder"]})
+    assert policy.flags("boarding pass holder", "AIRLINE") == [1, 1, 1]
+    assert policy.flags("boarding the pass", "AIRLINE") == [0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"AIRLINE": ["flight"], "MEDIA": []}, "the keyword list of domain MEDIA is empty"),
+        ({"MEDIA": "episode"}, "the keywords of domain MEDIA must be a list of strings"),
+        ({"MEDIA": ["episode", "--"]}, "keyword '--' of domain MEDIA has no word in it"),
+        ({}, "keyword policy needs a non-empty mapping of domain to keywords; got {}"),
+        ({"": ["x"]}, "keyword policy domains must be non-empty strings; got ''"),
+    ],
+)
+def test_bad_keywords_are_one_line(keywords, message):
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        KeywordPolicy(keywords)
+
+
+def test_an_unknown_domain_names_the_allowed_ones():
+    message = "keyword policy has no domain 'HOTEL'; allowed: AIRLINE, MEDIA"
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        KeywordPolicy(KEYWORDS).flags("a seat", "HOTEL")
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        KeywordPolicy(KEYWORDS).flags_many([], "HOTEL")
+
+
+# --- classifier policy -------------------------------------------------------------------------
+
+
+def test_a_word_window_flags_the_words_of_its_domain(per_word):
+    assert per_word.domains == ("AIRLINE", "INSURANCE", "MEDIA")
+    text = "Please help with the flight and the claim."
+    assert per_word.flags(text, "AIRLINE") == [0, 0, 0, 0, 1, 0, 0, 0]
+    assert per_word.flags(text, "INSURANCE") == [0, 0, 0, 0, 0, 0, 0, 1]
+    assert per_word.flags(text, "MEDIA") == [False] * 8
+    # Filler words read as any domain: near-uniform probabilities; domain words are confident.
+    probabilities = per_word.probabilities(["the", "flight", "and"])
+    assert np.allclose(probabilities[0], 1 / 3, atol=0.05)
+    assert probabilities[1, 0] > 0.9
+    assert np.allclose(probabilities.sum(axis=1), 1)
+
+
+def test_a_word_takes_the_largest_probability_of_its_windows(windowed):
+    text = "the the flight the the the claim"
+    # Windows of 3: every word within two words of "flight" shares a window with it.
+    assert windowed.flags(text, "AIRLINE") == [1, 1, 1, 1, 1, 0, 0]
+    assert windowed.flags(text, "INSURANCE") == [0, 0, 0, 0, 1, 1, 1]
+    windows = ["the the flight", "the flight the", "flight the the", "the the the", "the the claim"]
+    airline = windowed.probabilities(windows)[:, 0]
+    best = [max(airline[max(0, i - 2) : i + 1]) for i in range(7)]
+    assert windowed.flags(text, "AIRLINE") == [p > 0.5 for p in best]
+
+
+def test_a_text_shorter_than_the_window_is_one_window(windowed):
+    assert windowed.flags("flight", "AIRLINE") == [True]
+    assert windowed.flags("... !", "AIRLINE") == []
+
+
+def test_a_higher_threshold_flags_a_subset(windowed):
+    texts = ["the the flight the the the claim", "please stream my episode today", "help"]
+
+    def flagged_words(threshold: float) -> set[tuple[str, int, int]]:
+        data = {**windowed.to_dict(), "threshold": threshold}
+        policy = ClassifierPolicy.from_dict(data, bag_of_words)
+        return {
+            (domain, t, i)
+            for domain in policy.domains
+            for t, flags in enumerate(policy.flags_many(texts, domain))
+            for i, flag in enumerate(flags)
+            if flag
+        }
+
+    flagged = [flagged_words(threshold) for threshold in (0.2, 0.4, 0.6, 0.8, 0.95)]
+    for lower, higher in zip(flagged, flagged[1:], strict=False):
+        assert higher <= lower
+    assert len(flagged[-1]) < len(flagged[0])
+
+
+def test_probabilities_are_scikit_learns(windowed):
+    texts, labels = toy_corpus()
+    spans = [word_spans(t) for t in texts]
+    windows = [
+        t[s[a][0] : s[a + 2][1]]
+        for t, s in zip(texts, spans, strict=True)
+        for a in range(len(s) - 2)
+    ]
+    window_labels = [lab for lab, s in zip(labels, spans, strict=True) for _ in range(len(s) - 2)]
+    model = LogisticRegression(C=10.0, max_iter=1000, class_weight="balanced")
+    model.fit(bag_of_words(windows), window_labels)
+    probe = ["the flight", "episode claim", "please help", "premium premium gate"]
+    expected = model.predict_proba(bag_of_words(probe))
+    assert np.allclose(windowed.probabilities(probe), expected, atol=1e-6)
+
+
+def test_two_domains_use_scikit_learns_single_logit():
+    texts, labels = toy_corpus(("MEDIA", "AIRLINE"))
+    # Filler words read as either domain (p ~ 0.5), so flag only confident words.
+    policy = ClassifierPolicy.fit(texts, labels, bag_of_words, window=1, stride=1, threshold=0.7)
+    assert policy.coef.shape == (1, len(WORDS))
+    model = LogisticRegression(C=10.0, max_iter=1000, class_weight="balanced")
+    model.fit(bag_of_words([w for t in texts for w in t.split()]), np.repeat(labels, 12))
+    probe = ["flight", "episode", "the", "seat episode"]
+    assert np.allclose(policy.probabilities(probe), model.predict_proba(bag_of_words(probe)))
+    assert policy.flags("the seat and the episode", "AIRLINE") == [0, 1, 0, 0, 0]
+
+
+def test_saved_policy_flags_identically(windowed):
+    saved = json.loads(json.dumps(windowed.to_dict()))
+    loaded = ClassifierPolicy.from_dict(saved, bag_of_words)
+    texts = ["the the flight the the the claim", "stream the episode", "help me with my premium"]
+    for domain in windowed.domains:
+        assert loaded.flags_many(texts, domain) == windowed.flags_many(texts, domain)
+    assert np.array_equal(loaded.probabilities(texts), windowed.probabilities(texts))
+
+
+def test_flags_many_embeds_all_windows_at_once(windowed):
+    calls = []
+
+    def counting(texts):
+        calls.append(len(texts))
+        return bag_of_words(texts)
+
+    policy = ClassifierPolicy.from_dict(windowed.to_dict(), counting)
+    texts = ["the the flight the the the claim", "a seat", "", "stream the episode today"]
+    assert policy.flags_many(texts, "AIRLINE") == [windowed.flags(t, "AIRLINE") for t in texts]
+    assert calls == [5 + 1 + 0 + 2]
+    assert policy.flags_many([], "AIRLINE") == [] and calls == [8]
+    # Every domain at once costs one embed call too.
+    by_domain = policy.flags_by_domain(texts)
+    assert by_domain == {d: windowed.flags_many(texts, d) for d in windowed.domains}
+    assert calls == [8, 8]
+    assert list(policy.flags_by_domain(texts, ["MEDIA"])) == ["MEDIA"]
+
+
+def test_keyword_flags_by_domain_are_flags_many():
+    policy = KeywordPolicy(KEYWORDS)
+    texts = ["a seat and an episode", ""]
+    assert policy.flags_by_domain(texts) == {
+        "AIRLINE": [[0, 1, 0, 0, 0], []],
+        "MEDIA": [[0, 0, 0, 0, 1], []],
+    }
+    with pytest.raises(PrivleakError, match="keyword policy has no domain 'HOTEL'"):
+        policy.flags_by_domain(texts, ["HOTEL"])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"threshold": 1.0}, "classifier policy threshold must be a number in (0, 1); got 1.0"),
+        ({"threshold": 0}, "classifier policy threshold must be a number in (0, 1); got 0"),
+        ({"threshold": True}, "threshold must be a number in (0, 1); got True"),
+        ({"window": 0}, "classifier policy window must be an integer >= 1 (words); got 0"),
+        ({"stride": 0}, "classifier policy stride must be an integer in [1, window = 12]; got 0"),
+        ({"window": 3, "stride": 4}, "stride must be an integer in [1, window = 3]; got 4"),
+    ],
+)
+def test_bad_settings_are_one_line(options, message):
+    texts, labels = toy_corpus()
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        ClassifierPolicy.fit(texts, labels, bag_of_words, **options)
+
+
+def test_bad_training_data_and_lookups_are_one_line(per_word):
+    texts, labels = toy_corpus()
+    cases = [
+        (
+            lambda: ClassifierPolicy.fit(texts[:12], labels[:12], bag_of_words),
+            "classifier policy needs texts of at least 2 domains to train; got ['AIRLINE']",
+        ),
+        (
+            # A domain whose texts have no word gives no window to learn from.
+            lambda: ClassifierPolicy.fit(["flight seat", "--"], ["AIRLINE", "MEDIA"], bag_of_words),
+            "needs texts of at least 2 domains to train; got ['AIRLINE']",
+        ),
+        (
+            lambda: ClassifierPolicy.fit(texts, labels[:5], bag_of_words),
+            "classifier policy fit: 36 texts but 5 domain labels",
+        ),
+        (
+            lambda: per_word.flags("a seat", "FINANCE"),
+            "classifier policy was never trained on domain 'FINANCE'; "
+            "allowed: AIRLINE, INSURANCE, MEDIA",
+        ),
+        (
+            lambda: ClassifierPolicy.from_dict(
+                per_word.to_dict(), lambda t: np.ones((len(t), 4))
+            ).flags("a seat", "AIRLINE"),
+            "embed gives 4-dim vectors but the classifier policy was trained on 15-dim ones",
+        ),
+        (
+            lambda: ClassifierPolicy.from_dict(per_word.to_dict(), lambda t: np.ones(len(t))).flags(
+                "a seat", "AIRLINE"
+            ),
+            "embed returned an array of shape (2,) for 2 texts; expected (2, dim)",
+        ),
+        (
+            lambda: ClassifierPolicy.from_dict(
+                {k: v for k, v in per_word.to_dict().items() if k != "coef"}, bag_of_words
+            ),
+            "classifier policy lacks 'coef'; it needs classes, coef, intercept, window, stride, "
+            "threshold",
+        ),
+        (
+            lambda: ClassifierPolicy.from_dict(
+                {**per_word.to_dict(), "classes": ["AIRLINE", "MEDIA"]}, bag_of_words
+            ),
+            "classifier policy coef (3, 15) and intercept (3,) do not fit 2 domains; "
+            "expected (1, dim) and (1,)",
+        ),
+        (
+            lambda: ClassifierPolicy.from_dict(
+                {**per_word.to_dict(), "classes": ["AIRLINE"]}, bag_of_words
+            ),
+            "classifier policy needs at least 2 distinct domains; got ['AIRLINE']",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(PrivleakError, match=re.escape(message)) as caught:
+            call()
+        assert "\n" not in str(caught.value)
+
+
+# --- redaction and leaks -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, flags, expected",
+    [
+        ("Your flight, seat 4C.", [0, 1, 1, 0], "Your <MASK> 4C."),  # one mask per run
+        ("Your flight, seat 4C.", [0, 1, 0, 1], "Your <MASK>, seat <MASK>."),
+        ("my flight\ngate now", [0, 1, 1, 0], "my <MASK>\n<MASK> now"),  # runs stop at lines
+        ("a b c", [1, 1, 1], "<MASK>"),
+        ("(a) b", [1, 0], "(<MASK>) b"),
+        ("...", [], "..."),
+    ],
+)
+def test_redact_masks_each_run_of_flagged_words_once(text, flags, expected):
+    assert redact(text, flags) == expected
+
+
+def test_redact_takes_any_mask_and_one_flag_per_word():
+    assert redact("a seat here", [0, 1, 0], mask="[X]") == "a [X] here"
+    with pytest.raises(PrivleakError, match=r"redact got 2 flags for a text of 3 words"):
+        redact("a seat here", [0, 1])
+    with pytest.raises(PrivleakError, match=r"mask must be a non-empty string; got ''"):
+        redact("a seat here", [0, 1, 0], mask="")
+
+
+def test_redact_for_domain_masks_that_domains_words_in_every_text():
+    texts = ["Your flight and seat.", "Stream the episode!", "Nothing here.", "--"]
+    redacted, share = redact_for_domain(texts, KeywordPolicy(KEYWORDS), "AIRLINE")
+    assert redacted == ["Your <MASK> and <MASK>.", "Stream the episode!", "Nothing here.", "--"]
+    assert share == pytest.approx(2 / 9)
+
+
+def test_redact_own_domains_masks_each_record_by_its_own_domain():
+    records = [
+        {"id": "a", "domain": "AIRLINE", "text": "Your flight and seat."},
+        {"id": "m", "domain": "MEDIA", "text": "The episode and the flight."},
+        {"id": "f", "domain": "FINANCE", "text": "My card."},
+    ]
+    policy = KeywordPolicy(KEYWORDS)
+    redacted, share = redact_own_domains(records, policy)
+    assert [r["text"] for r in redacted] == [
+        "Your <MASK> and <MASK>.",
+        "The <MASK> and the flight.",  # a MEDIA record: AIRLINE's words stay
+        "My card.",  # no FINANCE policy: left as it is
+    ]
+    assert share == pytest.approx(3 / 11)
+    assert records[0]["text"] == "Your flight and seat."  # the input is not changed
+    only_media, share = redact_own_domains(records, policy, domains=["MEDIA"])
+    assert only_media[0] == records[0] and share == pytest.approx(1 / 11)
+    with pytest.raises(PrivleakError, match=r"record 1 needs 'domain' and 'text'"):
+        redact_own_domains([records[0], {"text": "x"}], policy)
+
+
+def test_a_redaction_that_leaves_no_word_is_an_error():
+    policy = KeywordPolicy(KEYWORDS)
+    message = "KeywordPolicy for AIRLINE flags every word of text 1, so redacting it leaves no word"
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        redact_for_domain(["a flight", "Flight, seat!"], policy, "AIRLINE")
+    message = "KeywordPolicy for AIRLINE flags every word of record a, so"
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        redact_own_domains([{"id": "a", "domain": "AIRLINE", "text": "seat"}], policy)
+
+
+def test_leaks_is_any_flagged_word(windowed):
+    policy = KeywordPolicy(KEYWORDS)
+    assert leaks("Is the Seat free?", policy, "AIRLINE")
+    assert not leaks("Are the seats free?", policy, "AIRLINE")
+    assert leaks_many(["an episode", "a seat", ""], policy, "MEDIA") == [True, False, False]
+    assert leaks_many(["the flight", "the episode"], windowed, "AIRLINE") == [True, False]
+
+
+def test_real_minilm_flags_in_domain_words_more_than_cross_domain_words():
+    from privleak.data.dialogs import PRIVATE_DOMAINS, dialogs
+    from privleak.models import load_embedder
+    from privleak.policies import sentence_embed
+
+    embed = sentence_embed(load_embedder())
+    train, _ = dialogs(12, 0, domains=PRIVATE_DOMAINS, turns=[3, 4])
+    test, _ = dialogs(6, 1, domains=PRIVATE_DOMAINS, turns=[3, 3])
+    policy = ClassifierPolicy.fit(
+        [r["text"] for r in train], [r["domain"] for r in train], embed, window=12, stride=12
+    )
+    flags = policy.flags_by_domain([r["text"] for r in test])
+    for domain in PRIVATE_DOMAINS:
+        own = [f for f, r in zip(flags[domain], test, strict=True) if r["domain"] == domain]
+        other = [f for f, r in zip(flags[domain], test, strict=True) if r["domain"] != domain]
+        own_rate = sum(map(sum, own)) / sum(map(len, own))
+        other_rate = sum(map(sum, other)) / sum(map(len, other))
+        assert own_rate > other_rate + 0.3, (domain, own_rate, other_rate)
