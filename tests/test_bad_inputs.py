@@ -214,8 +214,8 @@ CASES = {
         f"{CORPUS}.source",
         "synthetic:cnn",
         f"{CORPUS}.source = 'synthetic:cnn': unknown synthetic generator; allowed: "
-        "synthetic:cnn_dm, synthetic:enron, synthetic:healthcaremagic, synthetic:icliniq, "
-        "synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
+        "synthetic:cnn_dm, synthetic:dialogs, synthetic:enron, synthetic:healthcaremagic, "
+        "synthetic:icliniq, synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
     ),
     "unknown_group": Case(
         "s3", {"smoke": {}}, "s3: unknown key; allowed: profile, seed, figures", check=True

@@ -26,6 +26,7 @@ SECRET_KEYS = {"record_id", "field", "start", "end", "kind", "text", "duplicates
 # Small options keep each generator fast; pretrain's count 20 > 12 docs forces document reuse.
 SMALL = {
     "cnn_dm": (4, {"min_words": 120}),
+    "dialogs": (6, {}),
     "enron": (4, {}),
     "healthcaremagic": (4, {}),
     "icliniq": (4, {}),
@@ -307,7 +308,7 @@ BAD_INPUT = [
     (
         "generator",
         lambda t: load_corpus("synthetic:wiki", n=2),
-        "generator 'wiki' is unknown; allowed: cnn_dm, enron, healthcaremagic, icliniq, "
+        "generator 'wiki' is unknown; allowed: cnn_dm, dialogs, enron, healthcaremagic, icliniq, "
         "medical_dirichlet, pretrain, pubmedqa",
     ),
     ("missing-file", lambda t: load_corpus(f"file:{t / 'nope.jsonl'}"), r"nope\.jsonl' does not"),

@@ -12,7 +12,7 @@ import matplotlib.figure
 import pytest
 
 from privleak import claims, decoding, figures, models, ngrams, paths, prompts, schema
-from privleak.data import loaders, synthetic
+from privleak.data import dialogs, loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
 
@@ -38,6 +38,7 @@ def test_repeated_names_match_the_library():
     assert schema.CLAIM_METHODS == claims.METHODS
     assert schema.WINDOWS == ngrams.WINDOWS
     assert schema.FORWARD_MODES == decoding.FORWARD_MODES
+    assert schema.DIALOG_DOMAINS == dialogs.DOMAINS
 
 
 def test_figure_formats_are_ones_matplotlib_writes():

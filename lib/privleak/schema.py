@@ -23,12 +23,15 @@ from pydantic_core import PydanticCustomError, core_schema
 from privleak.errors import PrivleakError
 from privleak.params import PROFILES
 
+# privleak.data.dialogs.DOMAINS
+DIALOG_DOMAINS = ("AIRLINE", "MEDIA", "INSURANCE", "FASTFOOD", "FINANCE", "SOFTWARE")
 # privleak.decoding.FORWARD_MODES
 FORWARD_MODES = ("auto", "dynamic", "slots", "graph")
 
 # privleak.data.synthetic.GENERATORS
 GENERATORS = (
     "cnn_dm",
+    "dialogs",
     "enron",
     "healthcaremagic",
     "icliniq",
@@ -376,8 +379,21 @@ class NoOptions(Strict):  # synthetic:healthcaremagic, icliniq and enron take no
     pass
 
 
+class DialogOptions(Strict):  # synthetic:dialogs
+    domains: list_of(Annotated[str, _one_of(*DIALOG_DOMAINS)], unique=True) = list(DIALOG_DOMAINS)
+    turns: Annotated[list[Annotated[int, _at_least(3)]], Field(min_length=2, max_length=2)] = [4, 8]
+    travel_insurance_share: Annotated[float, SHARE] = 0.1
+
+    @model_validator(mode="after")
+    def _turns(self) -> Self:
+        if self.turns[0] > self.turns[1]:
+            raise _fail("must be [fewest, most] exchanges", "turns", value=self.turns)
+        return self
+
+
 GENERATOR_OPTIONS = {
     "cnn_dm": TextOptions,
+    "dialogs": DialogOptions,
     "enron": NoOptions,
     "healthcaremagic": NoOptions,
     "icliniq": NoOptions,
