@@ -1,0 +1,357 @@
+"""S3's LiRa attack and domain-privacy measures (privleak.lira) on hand-computable inputs and a
+tiny random Llama: scores, selection, rates, the bootstrap unit, NLLs and test perplexity equal to
+direct forwards, and samples that depend on (seed, prompt id, sample) only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import privleak.lira as lira
+from privleak.batching import ForwardCounter
+from privleak.errors import PrivleakError
+from privleak.scoring import continuation_logprobs
+from tests.conftest import tiny_llama, word_tokenizer
+
+PROMPTS = ["the cat sat on the mat", "a dog ran to the park", "alice sat"]
+KEYS = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(vocab_size=16, window=128)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["bos", "no-bos"])
+def tokenizer(request):
+    return word_tokenizer(add_bos=request.param)
+
+
+def sample(model, tokenizer, prompts=PROMPTS, keys=KEYS, **settings):
+    kwargs = dict(samples=3, top_k=40, max_new_tokens=6, seed=7, max_batch_streams=None)
+    return lira.sample_continuations(
+        model, tokenizer, prompts, keys, eos_token_id=None, **(kwargs | settings)
+    )
+
+
+@torch.no_grad()
+def direct_logprobs(model, ids: list[int]) -> torch.Tensor:
+    """[len(ids) - 1] log p(ids[t] | ids[:t]) from one unpadded forward."""
+    logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+    return logprobs[:-1].gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+
+# ---------------------------------------------------------------- scores and selection
+
+
+def test_lira_scores_are_the_ratio_of_log_perplexities_with_guards():
+    target = [2.0, 1.0, 0.0, 0.0, math.nan, 4.0]
+    reference = [4.0, 3.0, 2.0, 0.0, 1.0, math.nan]
+    got = lira.lira_scores(target, reference)
+    np.testing.assert_array_equal(got, [2.0, 3.0, math.inf, 1.0, math.nan, math.nan])
+    ppl_target, ppl_reference = math.exp(1.5), math.exp(0.6)
+    assert lira.lira_scores([math.log(ppl_target)], [math.log(ppl_reference)])[0] == (
+        pytest.approx(0.4)
+    )
+    with pytest.raises(PrivleakError, match="NLLs must be >= 0"):
+        lira.lira_scores([-0.1], [1.0])
+    with pytest.raises(PrivleakError, match="target_nll has shape"):
+        lira.lira_scores([1.0, 2.0], [1.0])
+
+
+def test_per_prompt_selection_breaks_ties_by_order_and_skips_nan():
+    scores = [1.0, 3.0, 3.0, math.nan, 2.0, math.nan, math.nan, 0.5]
+    prompts = ["a", "a", "a", "a", "b", "b", "c", "b"]
+    one = lira.select_candidates(scores, prompts, per_prompt=1)
+    assert np.flatnonzero(one).tolist() == [1, 4]  # the tie 1 vs 2 goes to 1; c has no score
+    two = lira.select_candidates(scores, prompts, per_prompt=2)
+    assert np.flatnonzero(two).tolist() == [1, 2, 4, 7]  # b has only two scored samples
+    many = lira.select_candidates(scores, prompts, per_prompt=10)
+    assert many.tolist() == (~np.isnan(scores)).tolist()
+
+
+def test_global_selection_ranks_across_prompts():
+    scores = [1.0, 3.0, 3.0, math.nan, 2.0, math.inf]
+    prompts = ["a", "a", "b", "b", "c", "c"]
+    assert np.flatnonzero(lira.select_candidates(scores, prompts, top=2)).tolist() == [1, 5]
+    assert np.flatnonzero(lira.select_candidates(scores, prompts, top=3)).tolist() == [1, 2, 5]
+    assert lira.select_candidates(scores, prompts, top=99).sum() == 5
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({}, "exactly one of per_prompt, top"),
+        ({"per_prompt": 1, "top": 1}, "exactly one of per_prompt, top"),
+        ({"per_prompt": 0}, "per_prompt must be an int >= 1"),
+        ({"top": 1.5}, "top must be an int >= 1"),
+    ],
+)
+def test_selection_rejects_bad_counts(settings, message):
+    with pytest.raises(PrivleakError, match=message):
+        lira.select_candidates([1.0, 2.0], ["a", "b"], **settings)
+
+
+def test_selection_rejects_mismatched_prompt_ids():
+    with pytest.raises(PrivleakError, match="3 scores for 2 prompt_ids"):
+        lira.select_candidates([1.0, 2.0, 3.0], ["a", "b"], per_prompt=1)
+
+
+# ---------------------------------------------------------------- success rates
+
+NONEMPTY = [1, 1, 1, 1, 1, 0]
+SELECTED = {"MEDIA": [1, 0, 1, 0, 0, 1], "INSURANCE": [1, 1, 0, 1, 0, 0]}
+LEAKED = {"MEDIA": [1, 1, 0, 0, 0, 1], "INSURANCE": [1, 1, 0, 0, 1, 0]}
+
+
+def test_success_rate_counts_selected_flagged_nonempty_samples():
+    # MEDIA: sample 0 (sample 5 is selected and flagged but empty); INSURANCE: samples 0 and 1.
+    assert lira.lira_success_rate(SELECTED["MEDIA"], LEAKED["MEDIA"], NONEMPTY) == (0.2, 1, 5)
+    insurance = lira.lira_success_rate(SELECTED["INSURANCE"], LEAKED["INSURANCE"], NONEMPTY)
+    assert insurance == (0.4, 2, 5)
+    # Overall: sample 0 succeeds for both domains and counts once.
+    stacked = [np.stack(list(masks.values())) for masks in (SELECTED, LEAKED)]
+    overall = lira.lira_success_rate(*stacked, NONEMPTY)
+    assert overall == (0.4, 2, 5) and overall.rate == 0.4
+    assert math.isnan(lira.lira_success_rate([1], [1], [0]).rate)
+
+
+def test_success_rates_select_per_domain_and_combine():
+    # Scores that make per_prompt=1 pick the SELECTED samples of each domain (prompts p, q, r).
+    prompts = ["p", "p", "q", "q", "r", "r"]
+    scores = {
+        "MEDIA": np.array([2.0, 1.0, 5.0, 1.0, math.nan, math.nan]),
+        "INSURANCE": np.array([1.0, 2.0, 1.0, 3.0, 1.0, 0.5]),
+    }
+    rates = lira.lira_success_rates(scores, LEAKED, NONEMPTY, prompts, per_prompt=1)
+    assert rates == {
+        "MEDIA": (0.2, 1, 5),  # selected 0, 2: sample 0 leaks
+        "INSURANCE": (0.4, 2, 5),  # selected 1, 3, 4: samples 1 and 4 leak
+        lira.OVERALL: (0.6, 3, 5),
+    }
+
+
+def test_success_rates_reject_unknown_or_missing_domains():
+    scores = {"MEDIA": np.ones(6)}
+    with pytest.raises(PrivleakError, match="unknown domain 'INSURANCE' in leaked"):
+        lira.lira_success_rates(scores, LEAKED, NONEMPTY, list("aabbcc"), per_prompt=1)
+    with pytest.raises(PrivleakError, match="'MEDIA' has scores but no leaked mask"):
+        lira.lira_success_rates(scores, {}, NONEMPTY, list("aabbcc"), per_prompt=1)
+    with pytest.raises(PrivleakError, match="reserved"):
+        lira.lira_success_rates({"overall": np.ones(6)}, {}, NONEMPTY, list("aabbcc"), top=1)
+
+
+def test_success_rate_rejects_mismatched_masks():
+    with pytest.raises(PrivleakError, match="selected_mask has shape"):
+        lira.lira_success_rate([1, 0], [1, 0, 0], [1, 1, 1])
+
+
+# ---------------------------------------------------------------- domain privacy
+
+
+def test_domain_privacy_ratio_of_flagged_rates():
+    # Target: 3 of 10 non-empty samples flagged (an 11th sample is flagged but empty).
+    target_flagged, target_nonempty = [1] * 3 + [0] * 7 + [1], [1] * 10 + [0]
+    reference_flagged, reference_nonempty = [1] + [0] * 7, [1] * 8
+    got = lira.domain_privacy(
+        target_flagged, reference_flagged, target_nonempty, reference_nonempty
+    )
+    assert got.ratio == pytest.approx(0.3 / 0.125)
+    assert (got.target_flagged, got.target_nonempty) == (3, 10)
+    assert (got.reference_flagged, got.reference_nonempty) == (1, 8)
+
+
+def test_domain_privacy_zero_denominators():
+    never = lira.domain_privacy([1, 0], [0, 0], [1, 1], [1, 1])
+    assert never.ratio == math.inf and never.reference_flagged == 0
+    assert math.isnan(lira.domain_privacy([0, 0], [0, 0], [1, 1], [1, 1]).ratio)
+    assert math.isnan(lira.domain_privacy([1], [1], [0], [1]).ratio)
+    smoothed = lira.domain_privacy([1, 0], [0, 0], [1, 1], [1, 1], pseudocount=0.5)
+    assert smoothed.ratio == pytest.approx((1.5 / 3) / (0.5 / 3))
+    with pytest.raises(PrivleakError, match="pseudocount must be >= 0"):
+        lira.domain_privacy([1], [1], [1], [1], pseudocount=-1)
+    with pytest.raises(PrivleakError, match="reference_flagged has shape"):
+        lira.domain_privacy([1], [1, 0], [1], [1])
+
+
+def homogeneous_prompts(n_prompts=10, samples=10):
+    """Samples of a prompt all flagged or all clean: the target's prompts 0-4 and the reference's
+    prompts 5-7 are flagged."""
+    prompts = np.repeat(np.arange(n_prompts), samples)
+    reference = ((prompts >= 5) & (prompts < 8)).astype(int)
+    return prompts, (prompts < 5).astype(int), reference, np.ones(len(prompts))
+
+
+def test_domain_privacy_bootstrap_resamples_prompts_not_samples():
+    prompts, target, reference, nonempty = homogeneous_prompts()
+    kwargs = dict(n_boot=400, seed=0, pseudocount=0.5)
+    by_prompt = lira.domain_privacy_interval(
+        target, reference, nonempty, nonempty, prompts, prompts, **kwargs
+    )
+    point = lira.domain_privacy(target, reference, nonempty, nonempty, pseudocount=0.5)
+    assert by_prompt.effect == pytest.approx(point.ratio) and by_prompt.units == 10
+    # The same samples as independent units (every sample its own prompt) look far surer.
+    by_sample = lira.domain_privacy_interval(
+        target, reference, nonempty, nonempty,
+        [("t", i) for i in range(len(target))], [("r", i) for i in range(len(reference))],
+        **kwargs,
+    )  # fmt: skip
+    assert by_sample.units == 200
+    assert by_prompt.low < by_sample.low < by_sample.high < by_prompt.high
+    assert (by_prompt.high - by_prompt.low) > 3 * (by_sample.high - by_sample.low)
+
+
+def test_domain_privacy_bootstrap_without_finite_ratio_gives_no_interval():
+    prompts, target, _, nonempty = homogeneous_prompts()
+    clean = np.zeros_like(target)
+    got = lira.domain_privacy_interval(
+        target, clean, nonempty, nonempty, prompts, prompts, n_boot=200, seed=0
+    )
+    assert got.effect == math.inf and math.isnan(got.low) and "not finite" in got.note
+    with pytest.raises(PrivleakError, match="100 target samples for 3 target_prompt_ids"):
+        lira.domain_privacy_interval(
+            target, clean, nonempty, nonempty, [0, 1, 2], prompts, n_boot=200, seed=0
+        )
+
+
+# ---------------------------------------------------------------- model-level
+
+
+def test_sequence_nll_is_the_mean_token_nll_given_the_prompt(model, tokenizer):
+    prompts = ["the cat sat", "the cat sat", "a dog", "a dog"]
+    continuations = [[7, 4, 8], [12], [], [0]]  # [0] is <pad> only: no text, so empty
+    got = lira.sequence_nll(model, tokenizer, prompts, continuations, batch_size=2)
+    for i in (0, 1):
+        prompt = tokenizer(prompts[i])["input_ids"]
+        expected = -direct_logprobs(model, prompt + continuations[i])[len(prompt) - 1 :].mean()
+        assert got[i] == pytest.approx(float(expected), abs=1e-5)
+    assert np.isnan(got[2:]).all()
+    with pytest.raises(PrivleakError, match="2 prompts for 1 continuations"):
+        lira.sequence_nll(model, tokenizer, prompts[:2], continuations[:1], batch_size=2)
+
+
+def test_grouped_scoring_equals_plain_batched_scoring_with_fewer_forwards(model):
+    generator = torch.Generator().manual_seed(0)
+    bases = [[1, 4, 5, 6, 7, 4, 8], [1, 9, 10, 11], [1, 12]]
+    prompts = [bases[i % 3] for i in range(12)]
+    conts = [torch.randint(4, 16, (1 + i % 5,), generator=generator).tolist() for i in range(12)]
+    grouped_counter, plain_counter = ForwardCounter(), ForwardCounter()
+    grouped = lira.grouped_continuation_logprobs(
+        model, prompts, conts, batch_size=3, counter=grouped_counter
+    )
+    plain = continuation_logprobs(model, prompts, conts, batch_size=3, counter=plain_counter)
+    for a, b in zip(grouped, plain, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert grouped_counter.tokens < plain_counter.tokens
+    empty = lira.grouped_continuation_logprobs(model, [[1], [1, 4]], [[], [5]], batch_size=1)
+    assert empty[0].numel() == 0 and empty[1].numel() == 1
+    with pytest.raises(PrivleakError, match="2 prompts for 1 continuations"):
+        lira.grouped_continuation_logprobs(model, [[1], [1]], [[5]], batch_size=1)
+
+
+def test_a_prompts_samples_do_not_depend_on_other_prompts_or_batching(model, tokenizer):
+    whole = sample(model, tokenizer)
+    assert [(r["prompt_id"], r["sample"]) for r in whole] == [
+        (k, s) for k in KEYS for s in (0, 1, 2)
+    ]
+    assert len({tuple(r["tokens"]) for r in whole}) > 3  # the samples differ
+    chunked = sample(model, tokenizer, max_batch_streams=4)
+    alone = sample(model, tokenizer, prompts=PROMPTS[1:2], keys=KEYS[1:2], max_batch_streams=3)
+    assert [r["tokens"] for r in chunked] == [r["tokens"] for r in whole]
+    assert [r["tokens"] for r in alone] == [r["tokens"] for r in whole[3:6]]
+    assert [r["text"] for r in alone] == [
+        tokenizer.decode(r["tokens"], skip_special_tokens=True) for r in whole[3:6]
+    ]
+    reseeded = sample(model, tokenizer, seed=8)
+    assert [r["tokens"] for r in reseeded] != [r["tokens"] for r in whole]
+
+
+class PrefillRows:
+    """A model proxy counting the prompt rows of every prefill (forwards of > 1 position)."""
+
+    def __init__(self, model):
+        self.model, self.rows = model, 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **inputs):
+        if inputs["input_ids"].shape[1] > 1:
+            self.rows += inputs["input_ids"].shape[0]
+        return self.model(**inputs)
+
+
+def test_a_prompt_is_prefilled_once_for_all_of_its_samples(model, tokenizer):
+    proxy = PrefillRows(model)
+    # 7 streams would split a prompt's 3 samples over two chunks; the budget is rounded to 6.
+    sample(proxy, tokenizer, max_batch_streams=7)
+    assert proxy.rows == len(PROMPTS)
+    with pytest.raises(PrivleakError, match="max_batch_streams must be >= samples"):
+        sample(model, tokenizer, max_batch_streams=2)
+
+
+@torch.no_grad()
+def greedy_tokens(model, prompt: list[int], steps: int) -> list[int]:
+    ids = list(prompt)
+    for _ in range(steps):
+        ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    return ids[len(prompt) :]
+
+
+def test_top_k_one_is_greedy_and_eos_ends_a_sample(model, tokenizer):
+    prompt = tokenizer(PROMPTS[0])["input_ids"]
+    expected = greedy_tokens(model, prompt, 6)
+    rows = sample(model, tokenizer, prompts=PROMPTS[:1], keys=["a"], top_k=1)
+    assert all(r["tokens"] == expected for r in rows)
+    # Make the first token that is new at step >= 1 the EOS: the sample stops before it.
+    stop = next(t for t in range(1, 6) if expected[t] not in expected[:t])
+    rows = lira.sample_continuations(
+        model, tokenizer, PROMPTS[:1], ["a"], samples=2, top_k=1, max_new_tokens=6, seed=0,
+        max_batch_streams=None, eos_token_id=expected[stop],
+    )  # fmt: skip
+    assert [r["tokens"] for r in rows] == [expected[:stop]] * 2
+    assert rows[0]["empty"] == (
+        not tokenizer.decode(expected[:stop], skip_special_tokens=True).strip()
+    )
+    first = lira.sample_continuations(
+        model, tokenizer, PROMPTS[:1], ["a"], samples=1, top_k=1, max_new_tokens=6, seed=0,
+        max_batch_streams=None, eos_token_id=expected[0],
+    )  # fmt: skip
+    assert first[0]["tokens"] == [] and first[0]["text"] == "" and first[0]["empty"]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"samples": 0}, "samples must be an int >= 1"),
+        ({"top_k": 0}, "top_k must be an int >= 1"),
+        ({"keys": ["a", "b"]}, "3 prompts for 2 prompt_ids"),
+        ({"keys": ["a", "a", "b"]}, "prompt_ids must be distinct"),
+        ({"temperature": 0.0}, "temperature must be > 0"),
+    ],
+)
+def test_sampling_rejects_bad_settings(model, settings, message):
+    with pytest.raises(PrivleakError, match=message):
+        sample(model, word_tokenizer(add_bos=True), **settings)
+
+
+def test_test_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
+    texts = ["the cat sat on the mat", "a dog ran", "bob"]
+    seq_len = 4
+    total, count = 0.0, 0
+    for text in texts:
+        ids = tokenizer(text)["input_ids"]
+        for start in range(0, len(ids), seq_len):
+            piece = ids[start : start + seq_len]
+            if len(piece) >= 2:
+                nll = -direct_logprobs(model, piece)
+                total, count = total + float(nll.sum()), count + len(nll)
+    with_bos = tokenizer("bob")["input_ids"] == [1, 15]
+    assert count == (3 + 2 + 3 + 1 if with_bos else 3 + 1 + 2)  # a piece's first token: context
+    got = lira.test_perplexity(model, tokenizer, texts, batch_size=2, seq_len=seq_len)
+    assert got == pytest.approx(math.exp(total / count), rel=1e-5)
+    with pytest.raises(PrivleakError, match="nothing to score"):
+        lira.test_perplexity(model, word_tokenizer(add_bos=False), ["bob"], batch_size=1, seq_len=4)
