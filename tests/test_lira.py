@@ -338,7 +338,7 @@ def test_sampling_rejects_bad_settings(model, settings, message):
         sample(model, word_tokenizer(add_bos=True), **settings)
 
 
-def test_test_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
+def test_held_out_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
     texts = ["the cat sat on the mat", "a dog ran", "bob"]
     seq_len = 4
     total, count = 0.0, 0
@@ -351,7 +351,9 @@ def test_test_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
                 total, count = total + float(nll.sum()), count + len(nll)
     with_bos = tokenizer("bob")["input_ids"] == [1, 15]
     assert count == (3 + 2 + 3 + 1 if with_bos else 3 + 1 + 2)  # a piece's first token: context
-    got = lira.test_perplexity(model, tokenizer, texts, batch_size=2, seq_len=seq_len)
+    got = lira.held_out_perplexity(model, tokenizer, texts, batch_size=2, seq_len=seq_len)
     assert got == pytest.approx(math.exp(total / count), rel=1e-5)
     with pytest.raises(PrivleakError, match="nothing to score"):
-        lira.test_perplexity(model, word_tokenizer(add_bos=False), ["bob"], batch_size=1, seq_len=4)
+        lira.held_out_perplexity(
+            model, word_tokenizer(add_bos=False), ["bob"], batch_size=1, seq_len=4
+        )

@@ -467,7 +467,7 @@ def domain_privacy_interval(
 # ---------------------------------------------------------------- utility
 
 
-def test_perplexity(
+def held_out_perplexity(
     model, tokenizer, texts: Sequence[str], *, batch_size: int, seq_len: int
 ) -> float:
     """Token-weighted perplexity exp(sum NLL / #scored tokens) of held-out texts.
@@ -477,7 +477,7 @@ def test_perplexity(
     training documents; a piece's first token is context only (scoring needs >= 1 prompt token),
     every other token is scored, so this is exp of the fine-tuning loss on the same pieces. With a
     BOS-less tokenizer (the family's, GPT-2's) a text's first token is therefore not scored."""
-    require(len(texts) >= 1, "test_perplexity needs at least one text")
+    require(len(texts) >= 1, "held_out_perplexity needs at least one text")
     pieces = chunk_documents([_prompt_ids(tokenizer, text) for text in texts], seq_len)
     require(len(pieces) >= 1, "no text has >= 2 tokens: nothing to score")
     logprobs = continuation_logprobs(
