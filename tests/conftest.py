@@ -40,6 +40,26 @@ def tiny_llama(vocab_size: int = 32, window: int = 64, seed: int = 0) -> LlamaFo
     return _peaked(LlamaForCausalLM(config).eval())
 
 
+def family_llama(seed: int = 0, vocab_size: int = 300) -> LlamaForCausalLM:
+    """The repo's tiny Llama family at toy size (`privleak.training.family.llama_config`): tied
+    embeddings, RMSNorm, RoPE; the architecture S3 fine-tunes."""
+    from privleak.training.family import llama_config
+
+    torch.manual_seed(seed)
+    size = {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64}
+    return LlamaForCausalLM(llama_config(size, vocab_size, window=64))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Toy training gains nothing from threads, and on shared cores OpenMP threads spinning for
+    work slowed it several-fold; the process's setting is restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny_opt(vocab_size: int = 32, window: int = 64, seed: int = 0) -> OPTForCausalLM:
     """A 2-layer random OPT: learned absolute positions, so a wrong position id under left
     padding changes the output (RoPE models are blind to a constant shift)."""

@@ -13,7 +13,6 @@ from opacus.grad_sample import GradSampleHooks
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
 
 from privleak.errors import PrivleakError
-from privleak.training.family import llama_config
 from privleak.training.finetune import finetune_causal_lm, pad_rows
 from privleak.training.private import (
     check_dp_compatible,
@@ -21,9 +20,11 @@ from privleak.training.private import (
     jft_finetune,
     per_example_loss,
 )
+from tests.conftest import family_llama
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = 300
-TINY = {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64}
 # A repetitive corpus: 40 documents of one 8-token phrase three times over.
 PHRASE = [5, 6, 7, 8, 9, 10, 11, 12]
 CORPUS = [PHRASE * 3 for _ in range(40)]
@@ -36,22 +37,6 @@ DP = {
     "max_grad_norm": 1.0,
     "pad_id": 0,
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Toy models gain nothing from threads, and on shared cores OpenMP threads spinning for
-    work slowed these tests several-fold; the process's setting is restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def family_llama(seed: int = 0) -> LlamaForCausalLM:
-    """The repo's tiny Llama family at toy size: tied embeddings, RMSNorm, RoPE."""
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(llama_config(TINY, VOCAB, window=64))
 
 
 def tiny_gpt2(seed: int = 0) -> GPT2LMHeadModel:

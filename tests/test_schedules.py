@@ -7,35 +7,20 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaForCausalLM
 
 from privleak.errors import PrivleakError
-from privleak.training.family import llama_config
 from privleak.training.finetune import finetune_causal_lm, shuffled_batches
 from privleak.training.schedules import (
     redaction_draw,
     redaction_probability,
     schedule_finetune,
 )
+from tests.conftest import family_llama
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SCHEDULES = ["step", "linear", "exp_concave"]
 T = 100
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Toy models gain nothing from threads, and on shared cores OpenMP threads spinning for
-    work slowed these tests several-fold; the process's setting is restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def family_llama(seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    size = {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64}
-    return LlamaForCausalLM(llama_config(size, vocab_size=300, window=64))
 
 
 def curve(schedule: str, **options) -> list[float]:
