@@ -218,7 +218,7 @@ CASES = {
         "synthetic:icliniq, synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
     ),
     "unknown_group": Case(
-        "s3", {"smoke": {}}, "s3: unknown key; allowed: profile, seed, figures", check=True
+        "s9", {"smoke": {}}, "s9: unknown key; allowed: profile, seed, figures", check=True
     ),
     "missing_profile_block": Case(
         "s0.paper", DELETE, "s0.paper: missing; every group needs blocks smoke, embedded, paper"

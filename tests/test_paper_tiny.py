@@ -1,4 +1,4 @@
-"""paper-tiny: every S0, S1, S4 and S2 stage under `profile: paper`, with the paper's options
+"""paper-tiny: every S0, S1, S4, S2 and S3 stage under `profile: paper`, with the paper's options
 kept and its hub models and datasets swapped for tiny local equivalents (CPU, float32, a few
 examples).
 
@@ -14,8 +14,10 @@ the OPT as its LM, a cross-encoder reranker (a tiny local BERT folder loaded by
 sentence_transformers' CrossEncoder, for bge-reranker-large), every defense, ablation and sweep
 (shortened), and the accountant; an hf: corpus has no planted ground truth, so its secrets and
 exact secret probabilities are empty, and its prompts are untargeted, as the paper profile says
-(the hub datasets have no `topic` column to target). Not exercisable offline: the `bert-score`
-backend (package not installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
+(the hub datasets have no `topic` column to target). S3 runs in its own project: a tiny local
+GPT-2 folder as the base checkpoint and synthetic dialogs at the paper's `file:` MultiDoGo path
+(see the S3 section below). Not exercisable offline: the `bert-score` backend (package not
+installed; the MiniLM backend stands in), hub ids, cuda/float16/device_map.
 """
 
 from __future__ import annotations
@@ -520,3 +522,130 @@ def test_s2_hub_corpora_carry_no_planted_secrets(paper_root):
     rows = [row for corpus in metrics["table1"].values() for row in corpus.values()]
     assert len(rows) == len(table1)
     assert all(row["secret_log10_esp_median"] is None for row in rows)
+
+
+# ---------------------------------------------------------------- S3 (its own tiny project)
+# S3's paper profile fine-tunes GPT-2 on MultiDoGo exports: here a tiny local GPT-2 folder (a
+# byte-level BPE tokenizer trained on the dialogs, with GPT-2's conventions: no BOS added, no
+# pad token, so models.load pads with EOS; dropout on) and synthetic dialogs written to the
+# paper profile's own `file:` path (short ones: 3-4 exchanges). Every other paper option is kept
+# except the sizes and the classifier's stride, set to its window (half the embedding work).
+S3_DIALOGS, S3_PROMPTS, S3_SAMPLES = 60, 2, 3
+S3_CORPUS = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["corpus"][
+    "source"
+].removeprefix("file:")
+S3_STAGES = ["s3_prepare", "s3_train", "s3_attack", "render_s3"]
+
+
+def _save_tiny_gpt2(root: Path, texts: list[str]) -> str:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    tokenizer.pad_token = None  # GPT-2 has none
+    eos = tokenizer.eos_token_id
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=eos, eos_token_id=eos)  # fmt: skip
+    torch.manual_seed(3)
+    folder = root / "models" / "tiny-gpt2"
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def s3_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("paper_tiny_s3")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    options = {"domains": ["AIRLINE", "MEDIA", "INSURANCE"], "turns": [3, 4]}
+    records, _ = generate("dialogs", S3_DIALOGS, 7, options)
+    write_jsonl(
+        [{key: r[key] for key in ("id", "domain", "text")} for r in records], root / S3_CORPUS
+    )
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["profile"] = "paper"
+    params["models"]["paper"] |= {"embedder": "all-minilm-l6-v2", "device": "cpu"}
+    s3 = params["s3"]["paper"]
+    s3["base"] = _save_tiny_gpt2(root, [r["text"] for r in records])
+    s3["classifier"] |= {"stride": s3["classifier"]["window"], "embed_batch_size": 64}
+    s3["train"] |= {"epochs": 1, "batch_size": 8, "seq_len": 128, "learning_rate": 1.0e-3}
+    s3["dp"] |= {"batch_size": 8, "learning_rate": 1.0e-3}
+    s3["attack"] |= {"prompts": S3_PROMPTS, "samples": S3_SAMPLES, "max_new_tokens": 8,
+                     "max_batch_streams": 2 * S3_SAMPLES, "batch_size": 8}  # fmt: skip
+    s3["render"]["n_boot"] = 100
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for stage in S3_STAGES:
+        _run_stage(root, stage)
+    return root
+
+
+def test_s3_writes_its_declared_outputs_and_fig1(s3_root):
+    code = (
+        "from privleak import params; import json; "
+        f"print(json.dumps({{s: [str(p) for p in params.stage_outputs(s)] for s in {S3_STAGES}}}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=os.environ | {"PRIVLEAK_ROOT": str(s3_root), "PYTHONPATH": str(REPO / "lib")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for stage, outputs in json.loads(done.stdout).items():
+        for output in map(Path, outputs):
+            assert output.exists(), f"{stage} did not write {output}"
+            assert output.is_file() or any(output.iterdir()), f"{stage}: {output} is empty"
+    for suffix in ("png", "pdf"):
+        assert (s3_root / "figures" / "s3" / f"s3_fig1.{suffix}").exists()
+
+
+def test_s3_trains_every_target_per_policy_from_the_gpt2_base(s3_root):
+    from transformers import GPT2LMHeadModel
+
+    log = pd.read_parquet(s3_root / "data" / "interim" / "s3" / "train" / "train_log.parquet")
+    per_policy = {"Pub+Redacted", "JFT", "Redaction Schedule"}
+    expected = {("AIRLINE Only", None), ("Public", None), ("Private", None)}
+    expected |= {(t, p) for t in per_policy for p in ("keyword", "classifier")}
+    expected |= {("Reference (D without MEDIA)", None), ("Reference (D without INSURANCE)", None)}
+    policies = [None if pd.isna(policy) else policy for policy in log["policy"]]
+    assert set(zip(log["target"], policies, strict=True)) == expected
+    dp = log[log["kind"].isin(["dp", "jft"])]
+    epsilon = yaml.safe_load((s3_root / "params.yaml").read_text())["s3"]["paper"]["dp"][
+        "target_epsilon"
+    ]
+    assert len(dp) == 3 and dp["epsilon"].between(0, epsilon + 1e-6).all()
+    assert log["final_loss"].map(math.isfinite).all() and (log["tokens"] > 0).all()
+    # JFT trains twice: Pub+Redacted's AdamW run (same data, same seed), then Private's DP run.
+    by_model = log.set_index("model")
+    for policy in ("keyword", "classifier"):
+        for count in ("tokens", "steps"):
+            jft, first = (
+                by_model.at[f"jft-{policy}", count],
+                by_model.at[f"pub_redacted-{policy}", count],
+            )
+            assert jft == first + by_model.at["private", count], (policy, count)
+    folder = s3_root / "data" / "interim" / "s3" / "models" / "private"
+    assert isinstance(GPT2LMHeadModel.from_pretrained(folder), GPT2LMHeadModel)
+
+
+def test_s3_attack_scores_every_sample_under_itself_and_each_reference(s3_root):
+    attack = s3_root / "data" / "interim" / "s3" / "attack"
+    samples = pd.read_parquet(attack / "samples.parquet")
+    models = pd.read_parquet(attack / "ppl.parquet")
+    assert len(models) == 11 and (models["test_ppl"] > 1).all()
+    assert len(samples) == 11 * S3_PROMPTS * S3_SAMPLES
+    scored = samples[~samples["empty"]]
+    for column in ("nll_self", "nll_without_MEDIA", "nll_without_INSURANCE"):
+        assert scored[column].map(math.isfinite).all(), column
+    leaks = [f"leak_{p}_{j}" for p in ("keyword", "classifier") for j in ("MEDIA", "INSURANCE")]
+    assert samples[leaks].dtypes.eq(bool).all()
+
+
+def test_s3_table1_has_six_targets_per_policy_with_rates_in_range(s3_root):
+    table = pd.read_csv(s3_root / "figures" / "s3" / "s3_table1.csv")
+    assert table.groupby("policy")["target"].nunique().to_dict() == {"classifier": 6, "keyword": 6}
+    rates = table["lira_success"].dropna()
+    assert rates.between(0, 1).all()
+    metrics = json.loads((s3_root / "metrics" / "s3.json").read_text())
+    assert metrics["prompts"] == S3_PROMPTS and metrics["samples_per_prompt"] == S3_SAMPLES
+    assert set(metrics["targets"]) == {"keyword", "classifier"}

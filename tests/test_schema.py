@@ -15,6 +15,7 @@ from privleak import claims, decoding, figures, models, ngrams, paths, prompts, 
 from privleak.data import dialogs, loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
+from privleak.training import schedules
 
 
 def params() -> dict:
@@ -39,6 +40,9 @@ def test_repeated_names_match_the_library():
     assert schema.WINDOWS == ngrams.WINDOWS
     assert schema.FORWARD_MODES == decoding.FORWARD_MODES
     assert schema.DIALOG_DOMAINS == dialogs.DOMAINS
+    assert {name: set(rules) for name, rules in schema.S3_SCHEDULES.items()} == {
+        name: set(options) for name, options in schedules.SCHEDULE_OPTIONS.items()
+    }
 
 
 def test_figure_formats_are_ones_matplotlib_writes():

@@ -1,0 +1,188 @@
+# %% [markdown]
+# # S3 — the LiRa attack: samples, their scores, their leaks, and test perplexity
+# Every model of s3_train (the targets and the references M_{D without d_j}) continues each attack
+# prompt (`attack.samples` draws, top-k `attack.top_k`, at most `attack.max_new_tokens` tokens,
+# stopping at EOS; a draw depends only on (seed, prompt, draw index)). Each sample is scored by
+# its mean token NLL (`privleak.lira.sequence_nll`, the log-perplexity of the sampled ids given
+# the prompt) under the model itself and under every reference, and checked by both policies
+# for every leaked domain j (the private domains other than `domain`): a sample leaks j when
+# F_j flags one of its words. Empty samples (whitespace only) get no score.
+#
+# Held-out perplexity: each model on all test dialogs (`privleak.lira.held_out_perplexity`,
+# chunks of `train.seq_len` tokens as in training).
+#
+# Saved: samples.parquet, one row per (model, prompt, sample) with text, empty, nll_self,
+# nll_without_<j> per reference and leak_<policy>_<j>; ppl.parquet, one row per model.
+
+# %% tags=["parameters"]
+seed = 0
+embedder = "all-minilm-l6-v2"
+device = "cpu"
+domain = "AIRLINE"
+private_domains = ["AIRLINE", "MEDIA", "INSURANCE"]
+seq_len = 512
+attack = {
+    "prompts": 5,
+    "context_turns": 2,
+    "samples": 4,
+    "top_k": 40,
+    "max_new_tokens": 24,
+    "max_batch_streams": 64,
+    "batch_size": 32,
+}
+
+# %%
+import json
+import time
+from functools import partial
+
+import numpy as np
+import pandas as pd
+
+from privleak import checkpoint, paths
+from privleak import models as registry
+from privleak.errors import require
+from privleak.lira import held_out_perplexity, sample_continuations, sequence_nll
+from privleak.models import load_embedder
+from privleak.policies import ClassifierPolicy, KeywordPolicy, sentence_embed
+
+PREPARE, MODELS = paths.INTERIM / "s3" / "prepare", paths.INTERIM / "s3" / "models"
+OUT = paths.INTERIM / "s3" / "attack"
+OUT.mkdir(parents=True, exist_ok=True)
+prompt_table = pd.read_parquet(PREPARE / "prompts.parquet")
+test_texts = pd.read_parquet(PREPARE / "test.parquet")["text"].tolist()
+log = pd.read_parquet(paths.INTERIM / "s3" / "train" / "train_log.parquet")
+leaked = [d for d in private_domains if d != domain]
+references = log.dropna(subset=["without"]).set_index("without")["model"].to_dict()
+require(
+    sorted(references) == sorted(leaked),
+    f"s3_attack: the references of s3_train leave out {sorted(references)}, but the leaked "
+    f"domains are {leaked}; rerun s3_train",
+)
+prompts = prompt_table["prompt"].tolist()
+prompt_ids = prompt_table["prompt_id"].tolist()
+store = checkpoint.open_stage("s3_attack", globals())
+timings = {}
+
+
+def load(name: str):
+    return registry.load(str(MODELS / name), device=device, dtype="float32")
+
+
+def scored(scorer, tokenizer, table: pd.DataFrame) -> np.ndarray:
+    """[n] mean NLL of each sample of `table` given its prompt, under `scorer`."""
+    prompts, tokens = table["prompt"].tolist(), table["tokens"].tolist()
+    return sequence_nll(scorer, tokenizer, prompts, tokens, batch_size=attack["batch_size"])
+
+
+def perplexity(model, tokenizer) -> float:
+    return held_out_perplexity(
+        model, tokenizer, test_texts, batch_size=attack["batch_size"], seq_len=seq_len
+    )
+
+
+# %% [markdown]
+# ## Samples, their NLL under the model itself, and test perplexity
+
+# %%
+started = time.perf_counter()
+per_model, ppl_rows = {}, []
+for name in log["model"]:
+    model, tokenizer = load(name)
+    rows = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        prompt_ids,
+        samples=attack["samples"],
+        top_k=attack["top_k"],
+        max_new_tokens=attack["max_new_tokens"],
+        seed=seed,
+        max_batch_streams=attack["max_batch_streams"],
+        eos_token_id=tokenizer.eos_token_id,
+        cache=store.cache("samples", name),
+    )
+    table = pd.DataFrame(rows)
+    table.insert(0, "model", name)
+    table["prompt"] = table["prompt_id"].map(dict(zip(prompt_ids, prompts, strict=True)))
+    table["nll_self"] = store.get_or_compute(
+        ("nll", name, name), partial(scored, model, tokenizer, table)
+    )
+    ppl = store.get_or_compute(("ppl", name), partial(perplexity, model, tokenizer))
+    ppl_rows.append({"model": name, "test_ppl": ppl, "test_dialogs": len(test_texts)})
+    per_model[name] = table
+timings["samples, self NLL, perplexity"] = time.perf_counter() - started
+pd.DataFrame(ppl_rows)
+
+# %% [markdown]
+# ## NLL under each reference M_{D without d_j}
+
+# %%
+started = time.perf_counter()
+for j, reference in references.items():
+    model, tokenizer = load(reference)
+    for name, table in per_model.items():
+        table[f"nll_without_{j}"] = (
+            table["nll_self"].to_numpy()
+            if name == reference
+            else store.get_or_compute(
+                ("nll", reference, name), partial(scored, model, tokenizer, table)
+            )
+        )
+timings["reference NLL"] = time.perf_counter() - started
+
+# %% [markdown]
+# ## Leaks: does F_j flag a word of the sample?
+
+# %%
+started = time.perf_counter()
+classifier_saved = json.loads((PREPARE / "classifier.json").read_text())
+require(
+    classifier_saved["embedder"] == embedder,
+    f"s3_attack: the classifier policy was fit on {classifier_saved['embedder']!r} embeddings, "
+    f"but models.embedder is {embedder!r}; rerun s3_prepare",
+)
+policies = {
+    "keyword": KeywordPolicy(json.loads((PREPARE / "keywords.json").read_text())),
+    "classifier": ClassifierPolicy.from_dict(
+        classifier_saved, sentence_embed(load_embedder(embedder, device=device))
+    ),
+}
+samples = pd.concat(per_model.values(), ignore_index=True)
+texts = samples["text"].tolist()
+for policy_name, policy in policies.items():
+    flags = store.get_or_compute(
+        ("flags", policy_name), partial(policy.flags_by_domain, texts, leaked)
+    )
+    for j, rows in flags.items():
+        samples[f"leak_{policy_name}_{j}"] = [any(row) for row in rows]
+timings["leak flags"] = time.perf_counter() - started
+print(store.summary())
+leak_columns = [c for c in samples.columns if c.startswith("leak_")]
+nonempty = samples[~samples["empty"]]
+summary = nonempty.groupby("model")[leak_columns].mean()
+summary.insert(0, "empty_share", samples.groupby("model")["empty"].mean())
+summary.round(3)
+
+# %% [markdown]
+# ## Examples: the first prompt's samples under Public
+
+# %%
+shown = samples[(samples["model"] == "public") & (samples["prompt_id"] == prompt_ids[0])]
+print(prompts[0])
+for row in shown.itertuples():
+    print(f"--- sample {row.sample} (nll {row.nll_self:.2f}):{row.text}")
+
+# %% [markdown]
+# ## Save
+
+# %%
+require(
+    bool(samples.loc[~samples["empty"], "nll_self"].notna().all()),
+    "s3_attack: a non-empty sample has no NLL",
+)
+pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable
+
+# %%
+samples.drop(columns=["prompt"]).to_parquet(OUT / "samples.parquet", index=False)
+pd.DataFrame(ppl_rows).to_parquet(OUT / "ppl.parquet", index=False)

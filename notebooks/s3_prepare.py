@@ -1,0 +1,289 @@
+# %% [markdown]
+# # S3 — domain privacy: dialogs, split, attack prompts, the two policies, redacted train sets
+# The pooled corpus D holds task-oriented dialogs {text, domain}, one "USER: ..." or
+# "AGENT: ..." line per turn. Each domain's dialogs are shuffled (seeded) and `test_share` of
+# them held out: the test set gives every model's held-out perplexity, and the first
+# `attack.prompts` test dialogs of the prompted domain `domain` give the attack prompts, each the
+# dialog's first `attack.context_turns` lines (the model continues with the next turn).
+#
+# Two policy functions F_d mark the words of a text that are sensitive for domain d:
+# - keyword: the words of d's hand-crafted keywords (`keywords`; null = privleak's built-in
+#   list of each private domain);
+# - classifier (the stand-in for the paper's fine-tuned RoBERTa): a logistic regression on
+#   sentence embeddings (`models.embedder`) of `classifier.window`-word windows of the train
+#   dialogs, each labelled with its dialog's domain; a word is flagged for d when a window
+#   containing it reads as d with probability above `classifier.threshold`.
+#
+# Each policy gives a redacted copy of the train set: every dialog of a private domain has the
+# words its own domain's policy flags masked (public domains, if D has any, stay as they are).
+# Speaker labels are never masked (see `LabelsKept`).
+
+# %% tags=["parameters"]
+seed = 0
+embedder = "all-minilm-l6-v2"
+device = "cpu"
+corpus = {
+    "source": "synthetic:dialogs",
+    "n": 60,
+    "options": {"domains": ["AIRLINE", "MEDIA", "INSURANCE"], "turns": [3, 5]},
+}
+test_share = 0.25
+domain = "AIRLINE"
+private_domains = ["AIRLINE", "MEDIA", "INSURANCE"]
+keywords = None
+classifier = {"window": 12, "stride": 12, "threshold": 0.5, "embed_batch_size": 64}
+prompts = 5
+context_turns = 2
+
+# %%
+import json
+import re
+
+import numpy as np
+import pandas as pd
+
+from privleak import paths
+from privleak.data import loaders
+from privleak.data.dialogs import DOMAIN_KEYWORDS
+from privleak.data.records import first_gap, gap_message, read_jsonl, take
+from privleak.errors import PrivleakError, require
+from privleak.models import load_embedder
+from privleak.params import profile_key
+from privleak.policies import (
+    ClassifierPolicy,
+    KeywordPolicy,
+    redact_own_domains,
+    sentence_embed,
+    word_spans,
+)
+
+OUT = paths.INTERIM / "s3" / "prepare"
+OUT.mkdir(parents=True, exist_ok=True)
+FIELDS = ("text", "domain")
+POLICIES = ("keyword", "classifier")
+
+# %% [markdown]
+# ## The corpus and its split
+
+# %%
+records = read_jsonl(loaders.materialize("dialogs", corpus, OUT, seed))
+where = f"s3 corpus (source '{corpus['source']}')"
+gap = first_gap(records, FIELDS)
+if gap is not None:
+    raise PrivleakError(
+        gap_message(where, records, gap, FIELDS)
+        + f" (map columns with {profile_key('s3.corpus.fields')})"
+    )
+dialogs = pd.DataFrame(
+    {
+        "id": [str(r.get("id", i)) for i, r in enumerate(records)],
+        "domain": [str(r["domain"]) for r in records],
+        "text": [str(r["text"]) for r in records],
+    }
+)
+repeated = dialogs["id"][dialogs["id"].duplicated()].tolist()
+require(not repeated, f"{where}: dialog ids repeat (first: {repeated[:1]})")
+held = sorted(set(dialogs["domain"]))
+for name in dict.fromkeys([domain, *private_domains]):
+    require(
+        name in held,
+        f"{where} has no {name} dialogs, which {profile_key('s3.domain')} or "
+        f"{profile_key('s3.private_domains')} names; its domains: {', '.join(held)}",
+    )
+
+rng = np.random.default_rng(seed)
+split = pd.Series("train", index=dialogs.index)
+order = []  # test dialogs in their shuffled order (the prompts are the first of `domain`'s)
+for name in held:
+    members = dialogs.index[dialogs["domain"] == name].to_numpy()
+    shuffled = members[rng.permutation(len(members))]
+    n_test = round(test_share * len(members))
+    require(
+        1 <= n_test < len(members),
+        f"params {profile_key('s3.test_share')} = {test_share} holds out {n_test} of the "
+        f"{len(members)} {name} dialogs; each domain needs >= 1 train and >= 1 test dialog "
+        "(raise corpus.n)",
+    )
+    split[shuffled[:n_test]] = "test"
+    order += shuffled[:n_test].tolist()
+train_set = dialogs[split == "train"].reset_index(drop=True)
+test_set = dialogs.loc[order].reset_index(drop=True)
+print(f"{len(dialogs)} dialogs: {len(train_set)} train, {len(test_set)} test")
+pd.crosstab(dialogs["domain"], split)
+
+# %% [markdown]
+# ## Attack prompts: the first turns of the prompted domain's test dialogs
+
+# %%
+attacked = take(
+    test_set[test_set["domain"] == domain].to_dict("records"),
+    prompts,
+    key="s3.attack.prompts",
+    corpus=f"the {domain} test dialogs of s3",
+)
+prompt_rows = []
+for dialog in attacked:
+    lines = dialog["text"].split("\n")
+    require(
+        len(lines) > context_turns,
+        f"params {profile_key('s3.attack.context_turns')} = {context_turns}: {domain} dialog "
+        f"{dialog['id']!r} has only {len(lines)} lines, so no turn is left to generate",
+    )
+    prompt_rows.append(
+        {
+            "prompt_id": dialog["id"],
+            "domain": domain,
+            # The trailing newline ends the last context turn: the model starts the next one.
+            "prompt": "\n".join(lines[:context_turns]) + "\n",
+            "reference": "\n".join(lines[context_turns:]),
+        }
+    )
+prompt_table = pd.DataFrame(prompt_rows)
+prompt_table.head()
+
+# %% [markdown]
+# ## Redacting with a policy
+# The classifier reads the speaker label of a line ("USER", "AGENT") as the domain of the words
+# around it, since a window holding the label holds them too. The label is the dialog format,
+# not domain text: masking it would erase the turn structure every target learns, and the prompts
+# end where a label starts the next turn. So only the utterance after a label is ever masked.
+
+# %%
+SPEAKER_LABEL = re.compile(r"^[ \t]*(USER|AGENT)(?=[ \t]*:)", re.MULTILINE)
+FIX = {
+    "keyword": f"shorten its list in {profile_key('s3.keywords')}",
+    "classifier": f"raise {profile_key('s3.classifier.threshold')}",
+}
+dialog_ids = dict(zip(train_set["text"], train_set["id"], strict=True))
+
+
+def label_words(text: str) -> set[int]:
+    """Indices (word_spans order) of the words that are a line's speaker label."""
+    starts = {match.start(1) for match in SPEAKER_LABEL.finditer(text)}
+    return {i for i, (start, _) in enumerate(word_spans(text)) if start in starts}
+
+
+class LabelsKept:
+    """`policy` with speaker labels never flagged, counting per domain the words it flags."""
+
+    def __init__(self, policy, name: str):
+        self.policy, self.name, self.domains = policy, name, policy.domains
+        self.counts: dict[str, dict[str, int]] = {}
+
+    def flags_many(self, texts, domain_name: str) -> list[list[bool]]:
+        flags = []
+        for text, row in zip(texts, self.policy.flags_many(list(texts), domain_name), strict=True):
+            labels = label_words(text)
+            flags.append([flagged and i not in labels for i, flagged in enumerate(row)])
+            require(
+                not flags[-1] or not all(flags[-1]),
+                f"the s3 {self.name} policy flags every word of {domain_name} train dialog "
+                f"{dialog_ids.get(text)!r}, so redacting it leaves no word; {FIX[self.name]}",
+            )
+        self.counts[domain_name] = {
+            "dialogs": len(flags),
+            "dialogs_masked": sum(any(row) for row in flags),
+            "words": sum(map(len, flags)),
+            "words_masked": sum(map(sum, flags)),
+        }
+        return flags
+
+
+redaction_rows = []
+
+
+def redact_train(name: str, policy) -> None:
+    """Add column redacted_<name>: train dialogs of private domains masked by their own F_d."""
+    kept = LabelsKept(policy, name)
+    redacted, masked_share = redact_own_domains(
+        train_set.to_dict("records"), kept, domains=private_domains
+    )
+    train_set[f"redacted_{name}"] = [r["text"] for r in redacted]
+    for d, counts in kept.counts.items():
+        share = counts["words_masked"] / max(counts["words"], 1)
+        redaction_rows.append({"policy": name, "domain": d, **counts, "share_masked": share})
+    print(f"{name}: {masked_share:.1%} of all train words masked")
+
+
+# %% [markdown]
+# ## The keyword policy
+
+# %%
+keyword_lists = (
+    {d: list(DOMAIN_KEYWORDS[d]) for d in private_domains} if keywords is None else keywords
+)
+keyword_policy = KeywordPolicy(keyword_lists)
+redact_train("keyword", keyword_policy)
+
+# %% [markdown]
+# ## The classifier policy
+
+# %%
+embed = sentence_embed(
+    load_embedder(embedder, device=device), batch_size=classifier["embed_batch_size"]
+)
+classifier_policy = ClassifierPolicy.fit(
+    train_set["text"].tolist(),
+    train_set["domain"].tolist(),
+    embed,
+    window=classifier["window"],
+    stride=classifier["stride"],
+    threshold=classifier["threshold"],
+)
+print(f"classifier over {', '.join(classifier_policy.domains)}")
+redact_train("classifier", classifier_policy)
+policies = {"keyword": keyword_policy, "classifier": classifier_policy}
+
+# %% [markdown]
+# ## What redaction did
+
+# %%
+redaction = pd.DataFrame(redaction_rows)
+example = train_set[train_set["domain"] == domain].iloc[0]
+for column in ("text", *(f"redacted_{name}" for name in policies)):
+    print(f"--- {column}\n{example[column]}")
+redaction
+
+# %% [markdown]
+# ## The policies on the test dialogs
+# For each test dialog's domain and each private domain d: the share of dialogs with a word
+# flagged for d and the share of words flagged (speaker labels included: this is the leak test's
+# view). Off the diagonal it is the policy's false-alarm rate on another domain's text.
+
+# %%
+check_rows = []
+for name, policy in policies.items():
+    flagged = policy.flags_by_domain(test_set["text"].tolist(), private_domains)
+    for d, rows in flagged.items():
+        for source in held:
+            of_source = [
+                row for row, s in zip(rows, test_set["domain"], strict=True) if s == source
+            ]
+            check_rows.append(
+                {
+                    "policy": name,
+                    "dialog_domain": source,
+                    "flagged_for": d,
+                    "dialogs": len(of_source),
+                    "share_flagged": float(np.mean([any(row) for row in of_source])),
+                    "share_words": sum(map(sum, of_source)) / max(sum(map(len, of_source)), 1),
+                }
+            )
+policy_check = pd.DataFrame(check_rows)
+policy_check.pivot_table(
+    index=["policy", "dialog_domain"], columns="flagged_for", values="share_flagged"
+).round(3)
+
+# %% [markdown]
+# ## Save
+
+# %%
+train_set.to_parquet(OUT / "train.parquet", index=False)
+test_set.to_parquet(OUT / "test.parquet", index=False)
+prompt_table.to_parquet(OUT / "prompts.parquet", index=False)
+redaction.to_parquet(OUT / "redaction.parquet", index=False)
+policy_check.to_parquet(OUT / "policy_check.parquet", index=False)
+(OUT / "keywords.json").write_text(json.dumps(keyword_lists, indent=1, sort_keys=True) + "\n")
+(OUT / "classifier.json").write_text(
+    json.dumps({"embedder": embedder, **classifier_policy.to_dict()}, sort_keys=True) + "\n"
+)

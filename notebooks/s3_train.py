@@ -1,0 +1,291 @@
+# %% [markdown]
+# # S3 — the target models and the reference models
+# Every model starts from the pretrained public checkpoint `base` and is fine-tuned on the train
+# dialogs of s3_prepare, each a document of token ids (the tokenizer's special tokens, then EOS,
+# so a model learns where a dialog ends) cut into chunks of <= `train.seq_len` tokens:
+#
+# | target | data | optimiser |
+# |---|---|---|
+# | <domain> Only | the prompted domain's dialogs only | AdamW |
+# | Public | all dialogs | AdamW |
+# | Pub+Redacted | all dialogs, redacted by the policy | AdamW |
+# | Private | all dialogs | DP-AdamW at dp.target_epsilon (Opacus, RDP accountant) |
+# | JFT | redacted (AdamW), then the originals (DP-AdamW) | both: twice the training |
+# | Redaction Schedule | a dialog is used redacted with probability p(step), `schedule` | AdamW |
+#
+# Pub+Redacted, JFT and the Redaction Schedule are trained once per policy (keyword,
+# classifier). The references M_{D without d_j}, one per private domain j other than `domain`,
+# are trained like Public on every dialog not of domain j: the LiRa attack ranks a target's
+# samples against them, and domain privacy compares the targets' leak rates with theirs. Every
+# run uses the same `seed` (the same batch order for the same data; DP draws its Poisson batches
+# and noise from it). AdamW runs share `train`; DP runs take `dp`'s batch size and learning rate
+# and `train`'s epochs and seq_len.
+#
+# One checkpoint unit per model (its weights and log), so an interrupted run resumes. The saved
+# log is byte-stable (steps, tokens, epsilon, losses); wall times and tokens/s are shown here
+# only.
+
+# %% tags=["parameters"]
+seed = 0
+device = "cpu"
+base = "data/family/h32"
+domain = "AIRLINE"
+private_domains = ["AIRLINE", "MEDIA", "INSURANCE"]
+train = {"epochs": 1, "batch_size": 8, "seq_len": 512, "learning_rate": 3e-3}
+dp = {
+    "target_epsilon": 8.0,
+    "delta": 1e-5,
+    "max_grad_norm": 1.0,
+    "batch_size": 8,
+    "learning_rate": 3e-3,
+}
+schedule = {"name": "exp_concave", "options": {"sharpness": 5.0}}
+
+# %%
+import math
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from privleak import checkpoint, paths
+from privleak import models as registry
+from privleak.errors import require
+from privleak.params import profile_key
+from privleak.training.finetune import finetune_causal_lm
+from privleak.training.private import dp_finetune_causal_lm, jft_finetune
+from privleak.training.schedules import schedule_finetune
+
+IN = paths.INTERIM / "s3" / "prepare"
+MODELS, OUT = paths.INTERIM / "s3" / "models", paths.INTERIM / "s3" / "train"
+for folder in (MODELS, OUT):
+    folder.mkdir(parents=True, exist_ok=True)
+POLICIES = ("keyword", "classifier")
+train_set = pd.read_parquet(IN / "train.parquet")
+leaked = [d for d in private_domains if d != domain]
+_, tokenizer = registry.load(base, device="cpu")
+require(
+    tokenizer.eos_token_id is not None,
+    f"params {profile_key('s3.base')} = {base!r}: its tokenizer has no EOS token to end each "
+    "dialog with",
+)
+
+
+def documents(texts) -> list[list[int]]:
+    return [
+        tokenizer(text, add_special_tokens=True)["input_ids"] + [tokenizer.eos_token_id]
+        for text in texts
+    ]
+
+
+original = documents(train_set["text"])
+redacted = {p: documents(train_set[f"redacted_{p}"]) for p in POLICIES}
+of_domain = train_set["domain"].to_numpy()
+lengths = np.array([len(d) for d in original])
+print(
+    f"{len(original)} train dialogs, {lengths.sum()} tokens (median {np.median(lengths):.0f}, "
+    f"max {lengths.max()}); seq_len {train['seq_len']}"
+)
+if lengths.max() > train["seq_len"]:
+    # A longer dialog becomes several rows: the chunk-shuffled targets then take more (smaller)
+    # steps than the Redaction Schedule, which batches whole dialogs.
+    print(f"note: {(lengths > train['seq_len']).sum()} dialogs are longer than seq_len")
+store = checkpoint.open_stage("s3_train", globals())
+
+# %% [markdown]
+# ## The models to train
+
+# %%
+adamw = {key: train[key] for key in ("epochs", "batch_size", "seq_len", "learning_rate")}
+private = {
+    "target_epsilon": dp["target_epsilon"],
+    "delta": dp["delta"],
+    "max_grad_norm": dp["max_grad_norm"],
+    "epochs": train["epochs"],
+    "batch_size": dp["batch_size"],
+    "seq_len": train["seq_len"],
+    "learning_rate": dp["learning_rate"],
+}
+
+
+def subset(mask) -> list[list[int]]:
+    return [doc for doc, keep in zip(original, mask, strict=True) if keep]
+
+
+def planned(model, target, kind, docs, policy=None, without=None) -> dict:
+    """One model to train: its folder name, target, redaction policy (None: not redacted) or
+    left-out domain (references), training kind and documents."""
+    return {
+        "model": model,
+        "target": target,
+        "policy": policy,
+        "without": without,
+        "kind": kind,
+        "docs": docs,
+    }
+
+
+plans = [
+    planned(f"{domain.lower()}_only", f"{domain} Only", "adamw", subset(of_domain == domain)),
+    planned("public", "Public", "adamw", original),
+    planned("private", "Private", "dp", original),
+]
+for policy in POLICIES:
+    plans += [
+        planned(f"pub_redacted-{policy}", "Pub+Redacted", "adamw", redacted[policy], policy),
+        planned(f"jft-{policy}", "JFT", "jft", redacted[policy], policy),
+        planned(f"schedule-{policy}", "Redaction Schedule", "schedule", redacted[policy], policy),
+    ]
+plans += [
+    planned(
+        f"reference-no_{j.lower()}",
+        f"Reference (D without {j})",
+        "adamw",
+        subset(of_domain != j),
+        without=j,
+    )
+    for j in leaked
+]
+pd.DataFrame(
+    [{k: v for k, v in p.items() if k != "docs"} | {"dialogs": len(p["docs"])} for p in plans]
+)
+
+# %% [markdown]
+# ## Training (one checkpoint unit per model)
+
+
+# %%
+def adamw_tokens(model) -> tuple[list[int], object]:
+    """A counter of the real input tokens of every AdamW forward (the only ones given labels;
+    DP counts its own), and the hook's handle."""
+    seen = [0]
+
+    def count(module, args, kwargs):
+        if kwargs.get("labels") is not None:
+            seen[0] += int(kwargs["attention_mask"].sum())
+
+    return seen, model.register_forward_pre_hook(count, with_kwargs=True)
+
+
+def last_finite(losses) -> float:
+    finite = [loss for loss in losses if math.isfinite(loss)]
+    return finite[-1] if finite else math.nan
+
+
+def fit(plan) -> dict:
+    """Fine-tune a fresh copy of `base` as `plan` says; its weights, log row and losses."""
+    torch.manual_seed(seed)  # dropout (GPT-2) draws from torch's global generator
+    model, _ = registry.load(base, device=device, dtype="float32")
+    seen, hook = adamw_tokens(model)
+    pad = tokenizer.pad_token_id
+    row = {"epsilon": math.nan, "delta": math.nan, "noise_multiplier": math.nan}
+    dp_seconds, dp_tokens = 0.0, 0
+    started = time.perf_counter()
+    if plan["kind"] == "adamw":
+        losses = finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=seed, **adamw)
+    elif plan["kind"] == "schedule":
+        result = schedule_finetune(
+            model,
+            plan["docs"],
+            original,
+            pad_id=pad,
+            seed=seed,
+            schedule=schedule["name"],
+            schedule_options=schedule.get("options") or {},
+            **adamw,
+        )
+        losses = result.losses
+        row["mean_redacted_share"] = float(np.mean(result.redacted_share))
+    else:
+        if plan["kind"] == "dp":
+            result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=seed, **private)
+            first = []
+        else:
+            jft = jft_finetune(
+                model,
+                plan["docs"],
+                original,
+                pad_id=pad,
+                seed=seed,
+                redacted_phase=adamw,
+                private_phase=private,
+            )
+            result, first = jft.private, jft.redacted_losses
+        losses = first + result.losses
+        dp_seconds, dp_tokens = result.wall_seconds, result.tokens_seen
+        row |= {
+            "epsilon": result.epsilon,
+            "delta": result.delta,
+            "noise_multiplier": result.noise_multiplier,
+        }
+    seconds = time.perf_counter() - started
+    hook.remove()
+    row |= {"steps": len(losses), "tokens": seen[0] + dp_tokens, "final_loss": last_finite(losses)}
+    state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+    timing = {
+        "wall_s": seconds,
+        "dp_wall_s": dp_seconds,
+        "adamw_tokens": seen[0],
+        "dp_tokens": dp_tokens,
+    }
+    return {"state": state, "row": row, "losses": losses, "timing": timing}
+
+
+logs, loss_rows, timings = [], [], []
+for plan in plans:
+    unit = store.get_or_compute(("model", plan["model"]), lambda plan=plan: fit(plan))
+    model, _ = registry.load(base, device="cpu", dtype="float32")
+    model.load_state_dict(unit["state"])
+    folder = MODELS / plan["model"]
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    info = {key: value for key, value in plan.items() if key != "docs"}
+    logs.append({**info, "dialogs": len(plan["docs"]), **unit["row"]})
+    loss_rows += [
+        {"model": plan["model"], "step": i, "loss": loss} for i, loss in enumerate(unit["losses"])
+    ]
+    timings.append({"model": plan["model"], **unit["timing"]})
+    print(
+        f"{plan['model']}: {unit['row']['steps']} steps, final loss "
+        f"{unit['row']['final_loss']:.3f}, {unit['timing']['wall_s']:.1f} s"
+    )
+print(store.summary())
+log = pd.DataFrame(logs)
+public_tokens = float(log.loc[log["model"] == "public", "tokens"].iloc[0])
+log["relative_cost"] = log["tokens"] / public_tokens  # training tokens vs Public's
+log
+
+# %% [markdown]
+# ## Throughput, with and without DP (this run's wall clock; not saved)
+# tokens_per_s: training tokens / wall time of the whole fine-tune (for DP runs including Opacus'
+# noise calibration and compatibility probe); dp_loop_tokens_per_s: the DP phase's tokens / its
+# training loop's time alone.
+
+# %%
+timing = pd.DataFrame(timings).merge(log[["model", "target", "policy", "kind", "steps", "tokens"]])
+timing["tokens_per_s"] = timing["tokens"] / timing["wall_s"]
+timing["dp_loop_tokens_per_s"] = timing["dp_tokens"] / timing["dp_wall_s"].where(
+    timing["dp_wall_s"] > 0
+)
+adamw_rate = timing.loc[timing["kind"] == "adamw", "tokens_per_s"].median()
+dp_rate = timing.loc[timing["kind"] == "dp", "dp_loop_tokens_per_s"].median()
+print(
+    f"all fine-tunes: {timing['wall_s'].sum():.1f} s; tokens/s: AdamW {adamw_rate:.0f} (median "
+    f"of the AdamW runs), DP-AdamW loop {dp_rate:.0f}: DP costs {adamw_rate / dp_rate:.2f}x per "
+    "token"
+)
+timing.round(2)
+
+# %% [markdown]
+# ## Save
+
+# %%
+require(
+    bool(log["final_loss"].map(math.isfinite).all()),
+    "s3_train: a model ended with no finite training loss",
+)
+log.to_parquet(OUT / "train_log.parquet", index=False)
+pd.DataFrame(loss_rows).to_parquet(OUT / "losses.parquet", index=False)

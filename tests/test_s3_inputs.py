@@ -1,0 +1,218 @@
+"""S3 (domain privacy) bad inputs: each is one line naming the culprit and what is allowed.
+
+Params level: a copy of params.yaml with one s3 key changed fails validation with the key path
+(and, run through the stage runner, with exit 2 before any work, every output untouched).
+Stage level: a keyword list that covers every word of a dialog, and a prompt dialog with no turn
+left after its context, stop s3_prepare with one line naming the dialog and the param to change.
+(Library-level checks: a redaction that removes everything in tests/test_policies.py, a model
+Opacus cannot train in tests/test_private_training.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from privleak import paths, schema
+from privleak.errors import PrivleakError
+from tests.test_bad_runtime_inputs import Project, project  # noqa: F401 (a fixture)
+
+BLOCK = "s3.embedded"
+DOMAINS = "AIRLINE, MEDIA, INSURANCE, FASTFOOD, FINANCE, SOFTWARE"
+
+
+def params_with(key: str, value) -> dict:
+    """The repository's params with s3.embedded.<key> (dotted) set to value."""
+    tree = schema.load_yaml(paths.PARAMS_FILE.read_text())
+    node = tree["s3"]["embedded"]
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    return tree
+
+
+KEYWORDS = {"AIRLINE": ["flight"], "MEDIA": ["episode"], "INSURANCE": ["claim"]}
+PARAM_CASES = {
+    "unknown_domain": ("domain", "AIRLNE", f"domain = 'AIRLNE': must be one of {DOMAINS}"),
+    "unknown_private_domain": ("private_domains", ["AIRLINE", "RETAIL"],
+                               f"private_domains[1] = 'RETAIL': must be one of {DOMAINS}"),
+    "no_domain_left_to_leak": (
+        "private_domains", ["AIRLINE"],
+        "private_domains = ['AIRLINE']: must name a domain other than domain (AIRLINE) whose "
+        "leaks the attack checks",
+    ),
+    "corpus_without_a_private_domain": (
+        "corpus.options.domains", ["AIRLINE", "MEDIA"],
+        "corpus.options.domains = ['AIRLINE', 'MEDIA']: has no INSURANCE dialogs, which domain "
+        "and private_domains name",
+    ),
+    "empty_keyword_list": ("keywords", KEYWORDS | {"MEDIA": []},
+                           "keywords.MEDIA = []: must not be empty"),
+    "keyword_without_a_word": ("keywords", KEYWORDS | {"MEDIA": ["--"]},
+                               "keywords.MEDIA[0] = '--': must be a string with a word in it"),
+    "keywords_of_a_domain_not_private": (
+        "keywords", KEYWORDS | {"FINANCE": ["balance"]},
+        "keywords.FINANCE: is not one of private_domains (AIRLINE, MEDIA, INSURANCE)",
+    ),
+    "keywords_missing_a_private_domain": (
+        "keywords", {"AIRLINE": ["flight"], "MEDIA": ["episode"]},
+        "keywords.INSURANCE: missing; every private domain needs a keyword list",
+    ),
+    "unknown_schedule": ("schedule.name", "cosine",
+                         "schedule.name = 'cosine': must be one of step, linear, exp_concave"),
+    "option_of_another_schedule": (
+        "schedule.options", {"switch": 0.5},
+        "schedule.options.switch: unknown option of schedule exp_concave; allowed: sharpness",
+    ),
+    "epsilon_zero": ("dp.target_epsilon", 0.0,
+                     "dp.target_epsilon = 0.0: must be a finite number > 0"),
+    "epsilon_negative": ("dp.target_epsilon", -1.0,
+                         "dp.target_epsilon = -1.0: must be a finite number > 0"),
+    "delta_one": ("dp.delta", 1.0, "dp.delta = 1.0: must be a number in (0, 1)"),
+    "stride_past_window": (
+        "classifier.stride", 20,
+        "classifier.stride = 20: must be <= window (12), or words between windows are never "
+        "flagged",
+    ),
+    "streams_below_samples": (
+        "attack.max_batch_streams", 5,
+        "attack.max_batch_streams = 5: must be >= samples (10): a prompt's samples decode together",
+    ),
+    "all_dialogs_held_out": ("test_share", 1.0, "test_share = 1.0: must be a number in (0, 1)"),
+    "base_not_a_family_size": (
+        "base", "data/family/h999",
+        "base = 'data/family/h999': must be data/family/<size> with a size of "
+        "family.embedded.sizes (h32, h64, h96, h128)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PARAM_CASES.values(), ids=PARAM_CASES.keys())
+def test_bad_s3_param_is_one_line_naming_its_key(case):
+    key, value, message = case
+    with pytest.raises(PrivleakError) as error:
+        schema.validate(params_with(key, value))
+    assert "\n" not in str(error.value)
+    assert str(error.value).startswith(f"params.yaml: {BLOCK}.{message}"), str(error.value)
+
+
+def test_valid_variants_pass():
+    """Own keyword lists for every private domain, a step schedule at its last switch point and
+    a schedule without options are allowed."""
+    tree = params_with("keywords", KEYWORDS)
+    tree["s3"]["smoke"]["schedule"] = {"name": "step", "options": {"switch": 1.0}}
+    tree["s3"]["paper"]["schedule"] = {"name": "linear"}
+    valid = schema.validate(tree).s3
+    assert valid.embedded.keywords == KEYWORDS
+    assert valid.paper.schedule.options == {}
+
+
+RUNNER_CASES = {
+    "s3_prepare": ("s3.smoke", "domain", "RETAIL", "s3.smoke.domain = 'RETAIL': must be one of"),
+    "s3_train": ("s3.smoke.dp", "target_epsilon", 0.0,
+                 "s3.smoke.dp.target_epsilon = 0.0: must be a finite number > 0"),
+    "s3_attack": ("s3.smoke.schedule", "name", "cosine",
+                  "s3.smoke.schedule.name = 'cosine': must be one of step, linear, exp_concave"),
+    "render_s3": ("s3.smoke.render", "n_boot", 10,
+                  "s3.smoke.render.n_boot = 10: must be an integer >= 100"),
+}  # fmt: skip
+
+
+def _edit(block: str, key: str, value):
+    def edit(tree):
+        node = tree
+        for part in block.split("."):
+            node = node[part]
+        node[key] = value
+
+    return edit
+
+
+def _one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("privleak: error: "), result.stderr[-2000:]
+    return lines[0]
+
+
+def _untouched(runs: Project) -> None:
+    for placeholder, content in runs.placeholders.items():
+        assert placeholder.read_text() == content, f"{placeholder} changed"
+
+
+@pytest.mark.parametrize("stage", RUNNER_CASES)
+def test_the_stage_runner_stops_on_a_bad_s3_param_before_any_work(project, stage):  # noqa: F811
+    block, key, value, message = RUNNER_CASES[stage]
+    project.write_params(_edit(block, key, value))
+    line = _one_error_line(project.run("privleak.stage", stage))
+    assert line.startswith(f"privleak: error: params.yaml: {message}"), line
+    _untouched(project)
+
+
+CORPUS_FILE = "data/external/corpora/dialogs.jsonl"
+OTHER_DOMAINS = {
+    "MEDIA": ["USER: an episode\nAGENT: the season", "USER: a show\nAGENT: a season"],
+    "INSURANCE": ["USER: a claim\nAGENT: the policy", "USER: my claim\nAGENT: a premium"],
+}
+STAGE_CASES = {
+    # AIRLINE dialogs 1, 3 and 5 are keywords only, with no speaker label to keep; 2 of the 6
+    # are held out, so one of them trains.
+    "keywords_cover_a_whole_dialog": (
+        ["USER: my flight\nAGENT: your seat", "flight\nseat"],
+        1,
+        r"the s3 keyword policy flags every word of AIRLINE train dialog 'A[135]', so redacting "
+        r"it leaves no word; shorten its list in s3\.smoke\.keywords",
+    ),
+    "prompt_dialog_without_a_turn_to_generate": (
+        ["USER: my flight\nAGENT: your seat", "USER: a flight\nAGENT: a seat"],
+        2,
+        r"params s3\.smoke\.attack\.context_turns = 2: AIRLINE dialog 'A\d' has only 2 lines, "
+        r"so no turn is left to generate",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STAGE_CASES.values(), ids=STAGE_CASES.keys())
+def test_a_corpus_the_params_cannot_fit_stops_s3_prepare(project, case):  # noqa: F811
+    """A `file:` corpus (columns mapped by `fields`) of six short dialogs per domain: s3_prepare
+    stops with one line naming the dialog and the param to change (before the classifier is
+    fit) and leaves no output behind."""
+    airline, context_turns, message = case
+    texts = {"AIRLINE": airline, **OTHER_DOMAINS}
+    rows = [
+        {"key": f"{domain[0]}{i}", "label": domain, "body": text}
+        for domain, bodies in texts.items()
+        for i, text in enumerate(bodies * 3)
+    ]
+    corpus = project.root / CORPUS_FILE
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def edit(tree):
+        tree["s3"]["smoke"] |= {
+            "corpus": {
+                "source": f"file:{CORPUS_FILE}",
+                "fields": {"id": "key", "domain": "label", "text": "body"},
+            },
+            "test_share": 0.4,
+            "keywords": {"AIRLINE": ["flight", "seat"], "MEDIA": ["episode"],
+                         "INSURANCE": ["claim"]},
+        }  # fmt: skip
+        tree["s3"]["smoke"]["attack"] |= {"prompts": 1, "context_turns": context_turns}
+
+    project.write_params(edit)
+    try:
+        line = _one_error_line(project.run("privleak.stage", "s3_prepare"))
+    finally:
+        corpus.unlink()
+    assert re.search(
+        r"stage 's3_prepare' failed: PrivleakError: " + message
+        + r" \(see reports/failed/s3_prepare\.ipynb\)$",
+        line,
+    ), line  # fmt: skip
+    _untouched(project)
+    written = project.root / "data" / "interim" / "s3" / "prepare"
+    assert [p.name for p in written.iterdir()] == ["placeholder.txt"]
