@@ -17,7 +17,8 @@ import pytest
 
 from privleak import paths, schema
 from privleak.errors import PrivleakError
-from tests.test_bad_runtime_inputs import Project, project  # noqa: F401 (a fixture)
+from tests.test_bad_runtime_inputs import project  # noqa: F401 (a fixture)
+from tests.test_s4_inputs import _edit, _one_error_line, _untouched
 
 BLOCK = "s3.embedded"
 DOMAINS = "AIRLINE, MEDIA, INSURANCE, FASTFOOD, FINANCE, SOFTWARE"
@@ -119,28 +120,6 @@ RUNNER_CASES = {
     "render_s3": ("s3.smoke.render", "n_boot", 10,
                   "s3.smoke.render.n_boot = 10: must be an integer >= 100"),
 }  # fmt: skip
-
-
-def _edit(block: str, key: str, value):
-    def edit(tree):
-        node = tree
-        for part in block.split("."):
-            node = node[part]
-        node[key] = value
-
-    return edit
-
-
-def _one_error_line(result) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("privleak: error: "), result.stderr[-2000:]
-    return lines[0]
-
-
-def _untouched(runs: Project) -> None:
-    for placeholder, content in runs.placeholders.items():
-        assert placeholder.read_text() == content, f"{placeholder} changed"
 
 
 @pytest.mark.parametrize("stage", RUNNER_CASES)
