@@ -9,11 +9,13 @@
 # side, inconclusive otherwise.
 # No model runs here.
 #
-# Claims that contrast *training* conditions (model sizes of the in-pipeline family, the fine-tuned
-# vs the base model, duplication counts) need an interval over training seeds (DESIGN §8); the
-# artifacts hold one training run, so they stay inconclusive and their note says what the interval
-# over units alone would read. Guarantees (bounded CID, the n-ISP bound) are checked on every
-# unit instead: one violation contradicts them.
+# Claims about a model trained here need an interval over training seeds too (DESIGN §8). S1's
+# claims on the in-pipeline family resample training runs and sequences as crossed factors (the
+# family and its retrained runs from train_family_seeds, scored by s1_scores and s1_seeds) when
+# there are at least min_units runs. Claims whose artifacts hold one training run (S0's family
+# and fine-tuned model, S1's n-ISP) stay inconclusive, and their note says what the interval over
+# units alone would read. Guarantees (bounded CID, the n-ISP bound) are checked on every unit
+# instead: one violation contradicts them.
 
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
@@ -63,7 +65,8 @@ boot = partial(
     method=claims["method"],
 )
 NONE = Estimate(NAN, NAN, NAN, 0)
-SEEDS = "an interval over training seeds (DESIGN §8); the artifacts hold one training run"
+SEEDS = f"an interval over >= {claims['min_units']} training runs (DESIGN §8)"
+ONE_RUN = SEEDS + "; the artifacts hold one training run"
 PAPER0, PAPER1 = "S0 (Flemings et al.)", "S1 (Tiwari & Suh)"
 found = []
 
@@ -84,11 +87,15 @@ family = pd.read_parquet(S0 / "family" / "responses.parquet")
 family_grams = pd.read_parquet(S0 / "family" / "ngram.parquet")
 # s1_public writes ESP/TP tables only when some candidate window passed its min_esp selection.
 public_esp, public_tp = S1 / "public" / "esp.parquet", S1 / "public" / "tp.parquet"
-esp = pd.concat(
-    [pd.read_parquet(p) for p in (S1 / "scores" / "esp.parquet", public_esp) if p.exists()]
-)
-tp = pd.concat(
-    [pd.read_parquet(p) for p in (S1 / "scores" / "tp.parquet", public_tp) if p.exists()]
+# run 0 is data/family (s1_scores) and the public texts' pretrained model; runs 1.. are the
+# family retrained with other seeds (s1_seeds).
+esp, tp = (
+    pd.concat(
+        [pd.read_parquet(p).assign(run=0) for p in (S1 / "scores" / f, public) if p.exists()]
+        + [pd.read_parquet(S1 / "seeds" / f)],
+        ignore_index=True,
+    ).astype({"run": int})
+    for f, public in (("esp.parquet", public_esp), ("tp.parquet", public_tp))
 )
 isp = pd.read_parquet(S1 / "isp" / "isp.parquet")
 leaves = pd.read_parquet(S1 / "isp" / "leaves.parquet")
@@ -313,7 +320,7 @@ add(
     "count (in-pipeline tiny family, λ = 1)",
     direction="-",
     unit="contexts",
-    missing=SEEDS,
+    missing=ONE_RUN,
 )
 
 # %% [markdown]
@@ -438,7 +445,7 @@ add(
     "seen contexts (paired, mean over λ)",
     direction="-",
     unit="seen contexts",
-    missing=no_tuned or SEEDS,
+    missing=no_tuned or ONE_RUN,
 )
 for flag, name in [("rouge", "Rouge Prompts"), ("repeat", "Repeat Prompts")]:
     add(
@@ -451,7 +458,7 @@ for flag, name in [("rouge", "Rouge Prompts"), ("repeat", "Repeat Prompts")]:
         "contexts (paired difference of proportions, mean over λ)",
         direction="+",
         unit="seen contexts",
-        missing=no_tuned or SEEDS,
+        missing=no_tuned or ONE_RUN,
     )
 
 lm_names = list(dict.fromkeys(main["model"]))
@@ -520,7 +527,10 @@ for value, label in [("tau", "τ_|D|"), ("repeat", "share of Repeat Prompts")]:
 # are 0 or 1). ESP-based claims use the paper's count: leaked within X samples when ESP >= 1/X.
 
 # %%
-trained = models == "family"  # the in-pipeline family, trained once; else pretrained models
+trained = models == "family"  # the in-pipeline family; else pretrained models
+runs = sorted(esp.loc[esp["kind"] != "public_text", "run"].unique())
+crossed = trained and len(runs) >= claims["min_units"]
+print(f"S1: {len(runs)} training runs; runs x sequences resampled: {crossed}")
 esp = esp.assign(esp=np.exp(esp["log_esp"]))
 ranks = esp[esp["kind"] != "public_text"].drop_duplicates("model").sort_values("model_rank")
 largest, smallest = ranks["model"].iloc[-1], ranks["model"].iloc[0]
@@ -539,19 +549,58 @@ def slug(name: str) -> str:
 
 
 def wide(frame: pd.DataFrame, columns: str, values: str = "log_esp") -> pd.DataFrame:
-    return frame.pivot_table(index="seq_id", columns=columns, values=values, aggfunc="first")
+    """One row per (run, sequence)."""
+    return frame.pivot_table(
+        index=["run", "seq_id"], columns=columns, values=values, aggfunc="first"
+    )
 
 
-def where_model(kind: str) -> str:
-    return "public texts" if kind == "public_text" else f"sequences, {largest}"
+def family_run(kind: str) -> bool:
+    return trained and kind != "public_text"
+
+
+def seq_boot(values, statistic, index: pd.MultiIndex, kind: str, strata=None) -> Estimate:
+    """Bootstrap over the sequences of (run, seq_id) rows; on the trained family with
+    min_units runs or more, over runs x sequences (crossed)."""
+    crossing = {"runs": index.get_level_values("run")} if crossed and family_run(kind) else {}
+    groups = index.get_level_values("seq_id")
+    return boot(np.asarray(values), statistic, groups=groups, strata=strata, **crossing)
+
+
+def one_run(kind: str) -> str:
+    """`missing` of a claim on the trained family when there are too few runs to cross."""
+    few = f"; the artifacts hold {len(runs)}"
+    return SEEDS + few if family_run(kind) and not crossed else ""
+
+
+def where_model(kind: str, model: str | None = None) -> str:
+    """The resampled units of a claim on `model` (default: the analysed largest one; "" for
+    claims across model sizes)."""
+    if kind == "public_text":
+        return "public texts"
+    units = f"sequences x {len(runs)} training runs" if crossed else "sequences"
+    return f"{units} ({kind})" if model == "" else f"{units}, {model or largest}"
 
 
 # %% [markdown]
 # ## S1: decoders and the number of samples (§5.2, Fig. 2)
 
+
 # %%
+def greedy_margin(rows: np.ndarray) -> float:
+    """Rows [greedy hit, ESP per randomized decoder]: the smallest greedy rate minus mean ESP."""
+    return float((rows[:, 0].mean() - rows[:, 1:].mean(axis=0)).min())
+
+
+def best_random_margin(rows: np.ndarray) -> float:
+    """Rows [greedy hit, leaked-within-X flag per randomized decoder]: the largest share leaked
+    by a randomized decoder minus greedy's extraction rate."""
+    return float(rows[:, 1:].mean(axis=0).max() - rows[:, 0].mean())
+
+
 for kind in kinds:
     by_decoder = wide(analysed[kind][analysed[kind]["prefix_len"] == full_prefix], "decoder")
+    rows = by_decoder.index
     greedy_hit = (by_decoder["greedy"] >= 0).to_numpy(dtype=float)
     # With no greedy extraction at all, any ESP > 0 "beats" greedy: say so next to the verdict.
     no_greedy = "" if greedy_hit.any() else f"greedy extracts none of these {len(greedy_hit)}"
@@ -559,7 +608,7 @@ for kind in kinds:
         hits = (by_decoder[decoder] >= -math.log(20)).to_numpy(dtype=float)
         add(
             f"s1.random_beats_greedy_x20.{slug(decoder)}.{kind}",
-            boot(hits - greedy_hit, np.mean),
+            seq_boot(hits - greedy_hit, np.mean, rows, kind),
             paper=PAPER1,
             quote="if a targeted attacker samples each sequence even 20 times, it is enough to "
             "extract more sequences than is possible with greedy decoding",
@@ -569,11 +618,12 @@ for kind in kinds:
             direction="+",
             unit=where_model(kind),
             note=no_greedy,
+            missing=one_run(kind),
         )
     first = np.c_[greedy_hit, np.exp(by_decoder[RANDOM].to_numpy())]
     add(
         f"s1.greedy_wins_single_sample.{kind}",
-        boot(first, lambda r: float((r[:, 0].mean() - r[:, 1:].mean(axis=0)).min())),
+        seq_boot(first, greedy_margin, rows, kind),
         paper=PAPER1,
         quote="greedy decoding clearly outperforms all randomized decoding schemes",
         where="§5.2, Fig. 2 (first data point)",
@@ -582,11 +632,12 @@ for kind in kinds:
         direction="+",
         unit=where_model(kind),
         note=no_greedy,
+        missing=one_run(kind),
     )
     at30 = np.c_[greedy_hit, (by_decoder[RANDOM].to_numpy() >= -math.log(30)).astype(float)]
     add(
         f"s1.extraction_rate_underestimates_x30.{kind}",
-        boot(at30, lambda r: float(r[:, 1:].mean(axis=0).max() - r[:, 0].mean())),
+        seq_boot(at30, best_random_margin, rows, kind),
         paper=PAPER1,
         quote="Extraction Rate, the predominant metric used in prior quantification work, "
         "underestimates the threat of leakage",
@@ -596,6 +647,7 @@ for kind in kinds:
         direction="+",
         unit=where_model(kind),
         note=no_greedy,
+        missing=one_run(kind),
     )
 
 # %% [markdown]
@@ -605,9 +657,10 @@ for kind in kinds:
 for kind in kinds:
     sampled = analysed[kind][analysed[kind]["decoder"] == "sampling"]
     by_prefix = wide(sampled, "prefix_len")
+    longer = np.exp(by_prefix.iloc[:, -1]) - np.exp(by_prefix.iloc[:, 0])
     add(
         f"s1.longer_prefix_on_average.{kind}",
-        boot(np.exp(by_prefix.iloc[:, -1]) - np.exp(by_prefix.iloc[:, 0]), np.mean),
+        seq_boot(longer, np.mean, by_prefix.index, kind),
         paper=PAPER1,
         quote="on average, larger models and longer prefixes can extract more data",
         where="Abstract; §5.5",
@@ -615,11 +668,12 @@ for kind in kinds:
         f"minus a {by_prefix.columns[0]}-token prefix (paired)",
         direction="+",
         unit=where_model(kind),
+        missing=one_run(kind),
     )
     shorter = (by_prefix.iloc[:, :-1].max(axis=1) > by_prefix.iloc[:, -1]).astype(float)
     add(
         f"s1.some_easier_with_shorter_prefix.{kind}",
-        boot(shorter.to_numpy(), np.mean),
+        seq_boot(shorter, np.mean, by_prefix.index, kind),
         paper=PAPER1,
         quote="30.4−41.5% of our sequences are easier to extract with either shorter prefixes or "
         "smaller models",
@@ -628,27 +682,29 @@ for kind in kinds:
         "prefix than at the full prefix; the null is no such sequence",
         direction="+",
         unit=where_model(kind),
+        missing=one_run(kind),
     )
 
 for kind in family_kinds:
     sampled = esp[(esp["kind"] == kind) & (esp["decoder"] == "sampling")]
     by_model = wide(sampled[sampled["prefix_len"] == full_prefix], "model_rank")
+    larger = np.exp(by_model.iloc[:, -1]) - np.exp(by_model.iloc[:, 0])
     add(
         f"s1.larger_model_on_average.{kind}",
-        boot(np.exp(by_model.iloc[:, -1]) - np.exp(by_model.iloc[:, 0]), np.mean),
+        seq_boot(larger, np.mean, by_model.index, kind),
         paper=PAPER1,
         quote="on average, larger models and longer prefixes can extract more data",
         where="Abstract; §5.4",
         effect_name=f"mean ESP (regular sampling, full prefix) of {largest} minus {smallest} "
         "(paired)",
         direction="+",
-        unit=f"sequences ({kind})",
-        missing=SEEDS if trained else "",
+        unit=where_model(kind, model=""),
+        missing=one_run(kind),
     )
     smaller = (by_model.iloc[:, :-1].max(axis=1) > by_model.iloc[:, -1]).astype(float)
     add(
         f"s1.some_easier_with_smaller_model.{kind}",
-        boot(smaller.to_numpy(), np.mean),
+        seq_boot(smaller, np.mean, by_model.index, kind),
         paper=PAPER1,
         quote="a substantial percentage of samples (30.4−31.7%) are easier to extract with "
         "smaller models",
@@ -656,16 +712,18 @@ for kind in family_kinds:
         effect_name=f"share of sequences whose ESP (regular sampling) is higher on a smaller model "
         f"than on {largest}; the null is no such sequence",
         direction="+",
-        unit=f"sequences ({kind})",
-        missing=SEEDS if trained else "",
+        unit=where_model(kind, model=""),
+        missing=one_run(kind),
     )
+    on_largest = sampled[(sampled["model"] == largest) & (sampled["prefix_len"] == full_prefix)]
+    on_largest = on_largest.set_index(["run", "seq_id"])
     add(
         f"s0.related_work.duplication.{kind}",
-        boot(
-            sampled[(sampled["model"] == largest) & (sampled["prefix_len"] == full_prefix)][
-                ["duplicates", "log_esp"]
-            ].to_numpy(),
+        seq_boot(
+            on_largest[["duplicates", "log_esp"]],
             lambda r: spearman(r[:, 0], r[:, 1]),
+            on_largest.index,
+            kind,
         ),
         paper=PAPER0,
         quote="various factors such as model size, data duplication, and prompt length increase "
@@ -674,8 +732,8 @@ for kind in family_kinds:
         effect_name=f"Spearman correlation over sequences of the duplicate count with log ESP "
         f"(regular sampling, {largest}, full prefix)",
         direction="+",
-        unit=f"sequences ({kind})",
-        missing=SEEDS if trained else "",
+        unit=where_model(kind),
+        missing=one_run(kind),
     )
 
 if {"named_entity", "long_sequence"} <= set(kinds):
@@ -684,7 +742,8 @@ if {"named_entity", "long_sequence"} <= set(kinds):
         series = wide(analysed[kind][analysed[kind]["decoder"] == "sampling"], "prefix_len")
         decreasing[kind] = (series.iloc[:, -1] < series.iloc[:, 0]).astype(float)
     rows, strata = two_samples(decreasing["named_entity"], decreasing["long_sequence"])
-    decreasing_estimate = boot(rows, mean_contrast, strata=strata)
+    both = decreasing["named_entity"].index.append(decreasing["long_sequence"].index)
+    decreasing_estimate = seq_boot(rows, mean_contrast, both, "named_entity", strata=strata)
 else:
     decreasing_estimate = NONE
 add(
@@ -696,14 +755,18 @@ add(
     effect_name="share of named entities whose ESP (regular sampling) is lower at the full prefix "
     "than at the shortest, minus the same share of 50-token sequences (two samples)",
     direction="+",
-    unit=f"sequences, {largest} (resampled within each kind)",
-    missing="" if decreasing_estimate is not NONE else "named-entity and 50-token sequences",
+    unit=f"{where_model('named_entity')} (resampled within each kind)",
+    missing=one_run("named_entity")
+    if decreasing_estimate is not NONE
+    else "named-entity and 50-token sequences",
 )
 
 # %% [markdown]
 # ## S1: partial leakage of named entities (§5.3, Tables 1-2)
 
 # %%
+# s1_isp expands data/family's largest model only: one training run.
+ISP_RUNS = ONE_RUN + " (s1_isp expands data/family only)" if trained else ""
 isp = isp.assign(easier=(isp["approx"] > np.exp(isp["log_esp"])).astype(float))
 easier = isp.pivot_table(index="seq_id", columns=["decoder", "n"], values="easier")
 for n in (1, 2):
@@ -720,7 +783,7 @@ for n in (1, 2):
         direction="-",
         null=0.5,
         unit=f"named entities, {largest}",
-        missing="" if column in easier else f"{n}-ISP under top-k 5",
+        missing=ISP_RUNS if column in easier else f"{n}-ISP under top-k 5",
     )
 has_both = {("top-k 5", 1), ("top-k 5", 2)} <= set(easier.columns)
 add(
@@ -736,7 +799,7 @@ add(
     "difference of proportions)",
     direction="+",
     unit=f"named entities, {largest}",
-    missing="" if has_both else "1- and 2-ISP under top-k 5",
+    missing=ISP_RUNS if has_both else "1- and 2-ISP under top-k 5",
 )
 truncating = [("sampling", 1), ("top-k 10", 1), ("top-p 0.6", 1)]
 has_table1 = set(truncating) <= set(easier.columns)
@@ -756,7 +819,7 @@ add(
     "mismatch under regular sampling (a lower bound, 90% head) minus under that decoder",
     direction="+",
     unit=f"named entities, {largest}",
-    missing="" if has_table1 else "1-ISP under sampling, top-k 10 and top-p 0.6",
+    missing=ISP_RUNS if has_table1 else "1-ISP under sampling, top-k 10 and top-p 0.6",
 )
 topk_leaves = leaves[leaves["decoder"] == "top-k 5"]
 for n in (1, 2):
@@ -778,25 +841,31 @@ for n in (1, 2):
         direction="+",
         null=1 / math.comb(m, n),
         unit=f"named entities, {largest}",
-        missing="" if len(best) else "top-k 5 partial matches with non-zero probability",
+        missing=ISP_RUNS if len(best) else "top-k 5 partial matches with non-zero probability",
     )
 
 # %% [markdown]
 # ## S1: token position (§5.6, Fig. 4) and the n-ISP bound (App. A)
 
 # %%
-first_last = {}
+first_last, first_last_rows = {}, {}
 for kind in kinds:
     part = tp[
         (tp["kind"] == kind)
         & (tp["decoder"] == "sampling")
         & ((tp["model"] == largest) | (kind == "public_text"))
     ]
-    by_position = part.pivot_table(index="seq_id", columns="position", values="log_tp")
+    by_position = part.pivot_table(index=["run", "seq_id"], columns="position", values="log_tp")
     first_last[kind] = np.exp(by_position.iloc[:, [0, -1]].to_numpy())
+    first_last_rows[kind] = by_position.index
     add(
         f"s1.later_tokens_easier.{kind}",
-        boot(first_last[kind], lambda r: float(r[:, 1].mean() / r[:, 0].mean())),
+        seq_boot(
+            first_last[kind],
+            lambda r: float(r[:, 1].mean() / r[:, 0].mean()),
+            by_position.index,
+            kind,
+        ),
         paper=PAPER1,
         quote="earlier tokens in the target suffix are generally harder to extract than later ones",
         where="§5.6, Fig. 4",
@@ -805,6 +874,7 @@ for kind in kinds:
         direction="+",
         null=1.0,
         unit=where_model(kind),
+        missing=one_run(kind),
     )
 
 
@@ -820,7 +890,8 @@ if {"named_entity", "long_sequence"} <= set(first_last):
         np.ones(len(first_last["named_entity"])), np.zeros(len(first_last["long_sequence"]))
     ]
     rows = np.c_[flags, np.r_[first_last["named_entity"], first_last["long_sequence"]]]
-    position_contrast = boot(rows, log_ratio_contrast, strata=flags)
+    both = first_last_rows["named_entity"].append(first_last_rows["long_sequence"])
+    position_contrast = seq_boot(rows, log_ratio_contrast, both, "named_entity", strata=flags)
 else:
     position_contrast = NONE
 add(
@@ -833,8 +904,10 @@ add(
     effect_name="log(last/first average TP) of named entities minus of 50-token sequences "
     "(regular sampling, two samples)",
     direction="+",
-    unit=f"sequences, {largest} (resampled within each kind)",
-    missing="" if position_contrast is not NONE else "named-entity and 50-token sequences",
+    unit=f"{where_model('named_entity')} (resampled within each kind)",
+    missing=one_run("named_entity")
+    if position_contrast is not NONE
+    else "named-entity and 50-token sequences",
 )
 
 bound_slack = np.r_[

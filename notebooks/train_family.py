@@ -7,7 +7,10 @@
 # plus extra synthetic CNN/DM-like and PubMedQA-like articles drawn with a different seed
 # (seed + mix_seed_offset), so S0 can measure context influence on prose of that style without
 # the family ever seeing the data/raw/cnn_dm.jsonl or pubmedqa.jsonl records themselves.
-# S1 (model-size axis), S0 and S3 reuse the saved folders data/family/<size>/.
+# S1 (model-size axis), S0 and S3 reuse the saved folders data/family/<size>/. The packed
+# training blocks are saved too (blocks.safetensors), so train_family_seeds retrains every size
+# on exactly these tokens with other seeds. Members train `workers` at a time, one process and
+# one thread each: the weights do not depend on `workers`.
 
 # %% tags=["parameters"]
 seed = 0
@@ -22,19 +25,20 @@ family = {
     "warmup_steps": 2,
     "mix": {"cnn_dm": 2, "pubmedqa": 2},
     "mix_seed_offset": 1000,
+    "seeds": 2,
+    "workers": 2,
 }
 
 # %%
 import json
-import time
 
 import pandas as pd
 import torch
+from safetensors.torch import save_file
 
 from privleak import paths
 from privleak.data.records import read_jsonl
 from privleak.data.synthetic import generate
-from privleak.errors import require
 from privleak.training import family as fam
 
 # Tiny models are overhead-bound: one intra-op thread avoids oversubscribing the 2 shared cores
@@ -75,34 +79,37 @@ manifest = {
     "tokens_per_epoch": int(tokens_per_epoch),
     "epochs": family["epochs"],
 }
+jobs = [
+    {
+        "config": fam.llama_config(size, len(tokenizer), family["window"]),
+        "seed": seed,
+        "folder": OUT / name,
+    }
+    for name, size in family["sizes"].items()
+]
+trained = fam.train_members(
+    jobs,
+    blocks,
+    tokenizer,
+    workers=family["workers"],
+    epochs=family["epochs"],
+    batch_size=family["batch_size"],
+    lr=family["lr"],
+    warmup_steps=family["warmup_steps"],
+)
 log = []
-for name, size in family["sizes"].items():
-    config = fam.llama_config(size, len(tokenizer), family["window"])
-    started = time.perf_counter()
-    model, losses = fam.train_lm(
-        config,
-        blocks,
-        epochs=family["epochs"],
-        batch_size=family["batch_size"],
-        lr=family["lr"],
-        warmup_steps=family["warmup_steps"],
-        seed=seed,
-    )
-    seconds = time.perf_counter() - started
-    require(
-        bool(torch.isfinite(torch.tensor(losses)).all()),
-        f"train_family: {name} training loss is not finite",
-    )
-    fam.save_member(model, tokenizer, OUT / name)
+for (name, size), member in zip(family["sizes"].items(), trained, strict=True):
     manifest["sizes"][name] = {
         **size,
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": member["parameters"],
         "tokens_seen": int(tokens_per_epoch * family["epochs"]),
-        "final_loss": sum(losses[-10:]) / len(losses[-10:]),
+        "final_loss": member["final_loss"],
     }
-    log += [{"size": name, "step": i, "loss": loss} for i, loss in enumerate(losses)]
-    print(f"{name}: {manifest['sizes'][name]['parameters']} params, {seconds:.0f} s, "
-          f"loss {losses[0]:.2f} -> {manifest['sizes'][name]['final_loss']:.2f}")  # fmt: skip
+    log += [{"size": name, "step": i, "loss": loss} for i, loss in enumerate(member["losses"])]
+    print(f"{name}: {member['parameters']} params, {member['seconds']:.0f} s, "
+          f"loss {member['losses'][0]:.2f} -> {member['final_loss']:.2f}")  # fmt: skip
+# int32 halves the file; token ids are < vocab_size.
+save_file({"blocks": blocks.to(torch.int32)}, OUT / "blocks.safetensors")
 fam.write_manifest(OUT, manifest)
 pd.DataFrame(log).to_parquet(OUT / "train_log.parquet", index=False)
 print(json.dumps(manifest["sizes"], indent=1))

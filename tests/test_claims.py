@@ -126,6 +126,76 @@ def test_groups_and_strata_together_resample_units_within_strata():
         boot(values, cl.mean_contrast, groups=groups, strata=np.arange(36) % 2)
 
 
+def crossed(run_effects, unit_effects, settings=1):
+    """Rows of a balanced runs x units design (value = run effect + unit effect, one row per
+    setting): values, unit labels, run labels."""
+    runs, units, _ = np.meshgrid(
+        np.arange(len(run_effects)), np.arange(len(unit_effects)), np.arange(settings),
+        indexing="ij",
+    )  # fmt: skip
+    values = np.asarray(run_effects)[runs] + np.asarray(unit_effects)[units]
+    return values.ravel(), units.ravel(), runs.ravel()
+
+
+def test_runs_carry_the_training_noise_that_units_alone_miss():
+    # Units agree within a run; the runs disagree. Resampling units alone sees no spread at all;
+    # the crossed bootstrap's interval is the one of the run means.
+    run_effects = [0.1, 0.5, -0.2, 0.3, 0.9, 0.0, 0.4, -0.1]
+    values, units, runs = crossed(run_effects, np.zeros(20), settings=2)
+    alone = boot(values, groups=units)
+    assert math.isnan(alone.low) and "same effect" in alone.note
+    both = boot(values, groups=units, runs=runs, n_boot=2000)
+    over_runs = boot(np.asarray(run_effects), n_boot=2000)
+    assert both.effect == pytest.approx(np.mean(run_effects))
+    assert both.units == 20
+    assert both.low == pytest.approx(over_runs.low, abs=0.06)
+    assert both.high == pytest.approx(over_runs.high, abs=0.06)
+
+
+def test_runs_and_units_are_both_resampled():
+    # Both factors vary: the crossed interval is wider than either factor's alone.
+    rng = np.random.default_rng(3)
+    values, units, runs = crossed(rng.normal(size=8), rng.normal(size=30))
+    width = {}
+    for name, options in {
+        "units": {"groups": units},
+        "runs": {"groups": runs},
+        "both": {"groups": units, "runs": runs},
+    }.items():
+        estimate = boot(values, **options)
+        width[name] = estimate.high - estimate.low
+    assert width["both"] > max(width["units"], width["runs"])
+
+
+def test_runs_cross_strata_and_drawn_cells_keep_their_rows():
+    # Two samples of units (strata) under 6 runs; a run shifts both samples alike, so the
+    # contrast does not depend on the run and stays near 10.
+    rows, strata = cl.two_samples(np.arange(10.0) + 10, np.arange(10.0))
+    values = np.tile(rows, (6, 1)) + np.repeat(np.arange(6.0), 20)[:, None] * [0.0, 1.0]
+    units = np.tile(np.arange(20), 6)
+    runs = np.repeat(np.arange(6), 20)
+    sizes = []
+
+    def contrast(sample):
+        sizes.append(len(sample))
+        return cl.mean_contrast(sample)
+
+    estimate = boot(values, contrast, groups=units, strata=np.tile(strata, 6), runs=runs)
+    assert set(sizes) == {120}
+    assert estimate.effect == pytest.approx(10.0)
+    assert 5 < estimate.low < 10 < estimate.high < 15
+
+
+def test_too_few_runs_or_an_unbalanced_design_give_no_interval_or_one_line():
+    values, units, runs = crossed([0.1, 0.4, 0.2], np.arange(10.0))
+    few = boot(values, groups=units, runs=runs, min_units=6)
+    assert math.isnan(few.low) and "3 training runs < min_units 6" in few.note
+    with pytest.raises(PrivleakError, match="runs x groups must be balanced"):
+        boot(values[:-1], groups=units[:-1], runs=runs[:-1])
+    with pytest.raises(PrivleakError, match="runs needs groups"):
+        boot(values, runs=runs)
+
+
 def test_same_seed_same_interval_other_seed_other_draws():
     x = np.random.default_rng(1).normal(size=50)
     assert boot(x, seed=11) == boot(x, seed=11)

@@ -51,6 +51,26 @@ def test_training_lowers_the_loss_and_is_deterministic(tokenizer):
     )
 
 
+def test_members_trained_in_parallel_processes_equal_the_in_process_ones(tokenizer, tmp_path):
+    blocks = family.pack([tokenizer(s)["input_ids"] for s in SENTENCES], 16, eos_id=2)
+    config = family.llama_config(SIZE, len(tokenizer), window=32)
+    options = dict(epochs=2, batch_size=4, lr=1e-2, warmup_steps=2)
+
+    def jobs(where):
+        return [{"config": config, "seed": s, "folder": tmp_path / where / str(s)} for s in (0, 1)]
+
+    serial = family.train_members(jobs("serial"), blocks, tokenizer, workers=1, **options)
+    parallel = family.train_members(jobs("parallel"), blocks, tokenizer, workers=2, **options)
+    assert [r["losses"] for r in serial] == [r["losses"] for r in parallel]
+    assert serial[0]["losses"] != serial[1]["losses"]  # the seed matters
+    for seed in (0, 1):
+        a = models.load(str(tmp_path / "serial" / str(seed)))[0].state_dict()
+        b = models.load(str(tmp_path / "parallel" / str(seed)))[0].state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(PrivleakError, match="family.workers must be an integer >= 1, got 0"):
+        family.train_members(jobs("none"), blocks, tokenizer, workers=0, **options)
+
+
 def test_save_load_roundtrip_and_mismatch_errors(tokenizer, tmp_path):
     blocks = family.pack([tokenizer(s)["input_ids"] for s in SENTENCES], 16, eos_id=2)
     config = family.llama_config(SIZE, len(tokenizer), window=32)

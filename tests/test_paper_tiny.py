@@ -53,7 +53,9 @@ REPO = Path(__file__).resolve().parents[1]
 STAGES = [
     "prepare_data",
     "train_family",
+    "train_family_seeds",
     "s1_scores",
+    "s1_seeds",
     "s1_isp",
     "s1_public",
     "render_s1",
@@ -394,10 +396,10 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     notes = frame["note"].fillna("")
     # S1's paper models are a list of pretrained models, not the in-pipeline family: no seeds.
     size_claims = [i for i in frame.index if i.startswith("s1.larger_model_on_average.")]
-    assert size_claims and not notes[size_claims].str.contains("training seeds").any()
+    assert size_claims and not notes[size_claims].str.contains("training runs").any()
     # The paper profile disables S0's fine-tuned miniature; the family is still trained once.
     assert "needs s0_finetune responses" in notes["s0.known_context.influence"]
-    assert "training seeds" in notes["s0.model_size.influence"]
+    assert "training runs" in notes["s0.model_size.influence"]
 
 
 def test_s4_answers_every_question_with_both_decoders_at_every_epsilon(paper_root):

@@ -4,7 +4,10 @@ A paper's directional claim is *reproduced* when the effect's (1 - alpha) interv
 null on the paper's side, *contradicted* when it excludes the null on the other side, and
 *inconclusive* otherwise (an interval touching the null included). Intervals come from a bootstrap
 over independent units (contexts, sequences): every row of a drawn unit comes along, so paired
-settings of one unit stay paired. Degenerate inputs (too few units, non-finite values, resamples
+settings of one unit stay paired. Where a claim rests on trained models, the training runs
+(seeds) are a second, crossed axis: runs and units are resampled independently (Owen's
+"pigeonhole" bootstrap for crossed designs), so the interval covers both the choice of sequences
+and the randomness of training. Degenerate inputs (too few units, non-finite values, resamples
 that all agree) get no interval and a note saying why, never a crash or a fake-certain interval.
 
 Pure numpy/pandas/scipy; no torch.
@@ -100,6 +103,24 @@ def _rows_of(units: np.ndarray, order, starts, lengths) -> np.ndarray:
     return order[offsets + np.arange(sizes.sum())]
 
 
+def _crossed_cells(groups, runs, n_rows: int) -> np.ndarray:
+    """[n_runs, n_units, rows per cell] row indices of a balanced crossed design, runs and units
+    in sorted label order (the order `_units` numbers units in)."""
+    require(groups is not None, "runs needs groups: a training run crosses units, not rows")
+    run_codes, run_labels = pd.factorize(np.asarray(runs), sort=True)
+    unit_codes, unit_labels = pd.factorize(np.asarray(groups), sort=True)
+    require(len(run_codes) == n_rows, f"runs has {len(run_codes)} labels for {n_rows} rows")
+    shape = (len(run_labels), len(unit_labels))
+    counts = np.bincount(run_codes * shape[1] + unit_codes, minlength=shape[0] * shape[1])
+    require(
+        bool((counts == counts[0]).all()) and counts[0] > 0,
+        "runs x groups must be balanced: every training run needs the same number of rows for "
+        f"every unit (cell sizes range {counts.min()}..{counts.max()})",
+    )
+    order = np.lexsort((unit_codes, run_codes))
+    return order.reshape(*shape, int(counts[0]))
+
+
 def bootstrap(
     values,
     statistic: Callable[[np.ndarray], float],
@@ -111,14 +132,18 @@ def bootstrap(
     method: str = "percentile",
     groups=None,
     strata=None,
+    runs=None,
 ) -> Estimate:
     """effect = statistic(values) and its (1 - alpha) bootstrap interval over units.
 
     values: array, rows on axis 0. groups: a label per row; rows sharing a label form one unit,
     resampled whole (default: every row is a unit). strata: a label per row, constant within a
     unit; units are resampled within their stratum, so each keeps its size (two-sample
-    contrasts). statistic: rows -> float, given the rows of the drawn units (a unit drawn twice
-    contributes its rows twice). Draws come from numpy's default_rng(seed) alone.
+    contrasts). runs: a label per row naming the training run (seed) that produced it; runs and
+    units are then crossed factors, resampled independently, and a drawn (run, unit) cell
+    contributes its rows (every cell must hold the same number of rows; at least min_units runs,
+    else no interval). statistic: rows -> float, given the rows of the drawn units (a unit drawn
+    twice contributes its rows twice). Draws come from numpy's default_rng(seed) alone.
     """
     require(
         isinstance(n_boot, int) and n_boot >= 100,
@@ -146,9 +171,23 @@ def bootstrap(
         note = f"{smallest} units{where} < min_units {min_units}: no interval"
         return Estimate(effect, NAN, NAN, n_units, note)
 
-    def resampled(*drawn: np.ndarray) -> float:
-        units = np.concatenate(drawn).astype(int)
-        return float(statistic(values[_rows_of(units, order, starts, lengths)]))
+    if runs is None:
+
+        def resampled(*drawn: np.ndarray) -> float:
+            units = np.concatenate(drawn).astype(int)
+            return float(statistic(values[_rows_of(units, order, starts, lengths)]))
+
+    else:
+        cells = _crossed_cells(groups, runs, len(values))
+        if cells.shape[0] < min_units:
+            note = f"{cells.shape[0]} training runs < min_units {min_units}: no interval"
+            return Estimate(effect, NAN, NAN, n_units, note)
+        samples = [*samples, np.arange(cells.shape[0])]
+
+        def resampled(*drawn: np.ndarray) -> float:
+            units = np.concatenate(drawn[:-1]).astype(int)
+            rows = cells[drawn[-1].astype(int)][:, units]  # [runs, units, rows per cell]
+            return float(statistic(values[rows.reshape(-1)]))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BCa's degenerate-data warning: handled just below

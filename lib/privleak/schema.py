@@ -468,6 +468,9 @@ class Family(Strict):
     warmup_steps: Annotated[int, INDEX]
     mix: Mix
     mix_seed_offset: Annotated[int, INDEX]
+    # training runs: train_family trains seed, train_family_seeds seed + 1 .. seed + seeds - 1
+    seeds: Annotated[int, COUNT] = 1
+    workers: Annotated[int, COUNT] = 1  # members trained at once, one process and thread each
 
     @model_validator(mode="after")
     def _fits(self) -> Self:

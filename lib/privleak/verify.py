@@ -8,8 +8,16 @@ key appears or disappears. Tolerances live in metrics/tolerances.yaml:
     default: {abs: 1.0e-6, rel: 1.0e-4}
     rules:                     # first matching glob over "<file stem>:<dotted key>" wins
       - {match: "s1:*spearman*", abs: 0.05}
+      - {match: "claims:*.effect", within: interval}
+      - {match: "claims:*.ci*", within: width}
+      - {match: "s0:*", report: true}
 
-A number passes when |new - old| <= abs + rel * |old| (numpy.isclose's rule).
+A number passes when |new - old| <= abs + rel * |old| (numpy.isclose's rule), or, under
+`within: interval`, when it lies inside the committed 95 % interval of its claim (the sibling
+`ci` pair), or, under `within: width`, when an interval bound moved by at most the committed
+interval's width; both fall back to abs/rel where the committed claim has no interval. A
+`report: true` number is listed but never fails (numbers that floats make chaotic between CPUs:
+the claims built on them are what must agree). Strings and booleans never get a tolerance.
 """
 
 from __future__ import annotations
@@ -43,6 +51,17 @@ class Tolerance:
         return abs(new - old) <= self.abs + self.rel * abs(old)
 
 
+WITHIN = ("interval", "width")  # relative to the committed claim's interval (see module doc)
+
+
+@dataclass(frozen=True)
+class Rule:
+    match: str
+    tolerance: Tolerance
+    within: str | None = None
+    report: bool = False
+
+
 @dataclass(frozen=True)
 class Change:
     key: str
@@ -67,15 +86,15 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def load_tolerances(path: Path = TOLERANCES_FILE) -> tuple[Tolerance, list[tuple[str, Tolerance]]]:
-    """The default tolerance and the (glob, tolerance) rules, first match wins."""
+def load_tolerances(path: Path = TOLERANCES_FILE) -> tuple[Tolerance, list[Rule]]:
+    """The default tolerance and the rules, first match wins."""
     require(path.exists(), f"{path} is missing; it declares how far each metric may move")
     spec = yaml.safe_load(path.read_text()) or {}
 
     def tolerance(entry: Any, where: str) -> Tolerance:
         require(
             isinstance(entry, dict)
-            and set(entry) <= {"abs", "rel", "match"}
+            and set(entry) <= {"abs", "rel", "match", "within", "report"}
             and all(
                 isinstance(entry.get(k, 0), int | float) and entry.get(k, 0) >= 0
                 for k in ("abs", "rel")
@@ -91,8 +110,47 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> tuple[Tolerance, list[tuple
             isinstance(rule, dict) and isinstance(rule.get("match"), str),
             f"{path.name}: rules[{index}] needs a 'match' glob; got {rule!r}",
         )
-        rules.append((rule["match"], tolerance(rule, f"rules[{index}]")))
+        require(
+            rule.get("within") in (None, *WITHIN) and isinstance(rule.get("report", False), bool),
+            f"{path.name}: rules[{index}] within must be one of {WITHIN} and report a boolean; "
+            f"got {rule!r}",
+        )
+        rules.append(
+            Rule(
+                rule["match"],
+                # a rule without abs/rel keeps the default's for float noise
+                tolerance(rule, f"rules[{index}]") if {"abs", "rel"} & set(rule) else default,
+                rule.get("within"),
+                rule.get("report", False),
+            )
+        )
     return default, rules
+
+
+def _committed_interval(old: dict[str, Any], key: str) -> tuple[float, float] | None:
+    """The committed [low, high] of the claim that `key` (…effect or …ci[i]) belongs to."""
+    claim = key[: key.rindex(".")]
+    bounds = [old.get(f"{claim}.ci[{i}]") for i in (0, 1)]
+    if not all(isinstance(b, int | float) and math.isfinite(b) for b in bounds):
+        return None
+    return float(bounds[0]), float(bounds[1])
+
+
+def judge_number(rule: Rule, old: dict[str, Any], key: str, before: float, after: float):
+    """(ok, why) of one number that moved, under its rule."""
+    if rule.report:
+        return True, f"|Δ| {abs(after - before):.3g}, reported, not gated"
+    t = rule.tolerance
+    close = t.allows(before, after)  # float noise passes under every rule
+    interval = _committed_interval(old, key) if rule.within else None
+    if interval is not None and rule.within == "interval":
+        low, high = interval
+        inside = low <= after <= high
+        return close or inside, f"must stay inside the committed interval [{low:g}, {high:g}]"
+    if interval is not None:
+        width, moved = interval[1] - interval[0], abs(after - before)
+        return close or moved <= width, f"|Δ| {moved:.3g} vs the committed width {width:g}"
+    return close, f"|Δ| {abs(after - before):.3g} vs abs {t.abs:g} + rel {t.rel:g}"
 
 
 def compare(
@@ -100,7 +158,7 @@ def compare(
     new: dict[str, Any],
     stem: str,
     default: Tolerance,
-    rules: list[tuple[str, Tolerance]],
+    rules: list[Rule],
 ) -> list[Change]:
     """Every key of either flattened metrics dict, judged: numbers within tolerance, everything
     else (verdicts, labels, booleans) equal, and no key added or lost."""
@@ -118,12 +176,11 @@ def compare(
             isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after)
         )
         if numeric:
-            tolerance = next(
-                (t for pattern, t in rules if fnmatch.fnmatchcase(f"{stem}:{key}", pattern)),
-                default,
+            rule = next(
+                (r for r in rules if fnmatch.fnmatchcase(f"{stem}:{key}", r.match)),
+                Rule("*", default),
             )
-            ok = tolerance.allows(float(before), float(after))
-            why = f"|Δ| {abs(after - before):.3g} vs abs {tolerance.abs:g} + rel {tolerance.rel:g}"
+            ok, why = judge_number(rule, old, key, float(before), float(after))
         else:
             ok, why = before == after, "must be equal"
         if before != after:

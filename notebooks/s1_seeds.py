@@ -1,0 +1,102 @@
+# %% [markdown]
+# # S1 on retrained families: the same ESPs, once per training run
+# s1_scores scores the planted sequences on data/family, one training run. Every S1 claim about
+# the family rests on that run unless the retrained runs of train_family_seeds are scored too:
+# here each run's sizes score s1_scores' own sequences (data/interim/s1/scores/sequences.parquet,
+# the same token ids: the runs share the family's tokenizer, which is checked) under the same
+# decoders and prefix lengths, in the same teacher-forced pass. One row per run x model x
+# sequence x prefix length x decoder (esp.parquet) and per suffix position at the full prefix
+# (tp.parquet); `run` 1.. numbers the retrained runs (data/family itself is run 0).
+# With pretrained models (s1.scores.models a list) there is no training run to repeat: the
+# tables stay empty and the claims say so.
+
+# %% tags=["parameters"]
+decoders = [
+    {"name": "greedy", "kind": "greedy"},
+    {"name": "sampling", "kind": "sampling"},
+]
+models = "family"
+prefix_tokens = 50
+prefix_lengths = [10, 30, 50]
+batch_size = 16
+device = "cpu"
+dtype = "float32"
+
+# %%
+import pandas as pd
+import torch
+
+from privleak import checkpoint, paths
+from privleak import models as registry
+from privleak.errors import require
+from privleak.metrics import sequence as seq
+from privleak.training import family as fam
+
+OUT = paths.INTERIM / "s1" / "seeds"
+OUT.mkdir(parents=True, exist_ok=True)
+RUNS = paths.DATA / "family_seeds"
+CORPUS = paths.RAW / "pretrain.jsonl"
+store = checkpoint.open_stage("s1_seeds", globals())
+transforms = seq.decoder_table(decoders)
+lengths = sorted(set(prefix_lengths) | {prefix_tokens})
+sequences = pd.read_parquet(paths.INTERIM / "s1" / "scores" / "sequences.parquet")
+sequences = [
+    {**row, "prefix_ids": row["prefix_ids"].tolist(), "suffix_ids": row["suffix_ids"].tolist()}
+    for row in sequences.to_dict("records")
+]
+run_dirs = sorted(RUNS.glob("run*/"), key=lambda d: int(d.name.removeprefix("run")))
+if models != "family":
+    run_dirs = []  # pretrained models: nothing was trained here
+print(f"{len(run_dirs)} retrained runs x {len(sequences)} sequences")
+torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
+
+# %%
+primary = fam.read_manifest(paths.DATA / "family")
+esp_rows, tp_rows = [], []
+for run_dir in run_dirs:
+    run = int(run_dir.name.removeprefix("run"))
+    manifest = fam.check_family(run_dir, CORPUS)
+    require(
+        manifest["tokenizer_sha256"] == primary["tokenizer_sha256"],
+        f"{run_dir} was trained with another tokenizer than data/family; rerun train_family_seeds",
+    )
+    for rank, member in enumerate(fam.member_dirs(run_dir)):
+        model, tokenizer = registry.load(str(member), device=device, dtype=dtype)
+        fam.check_family(run_dir, CORPUS, tokenizer)
+        run_esp, run_tp = seq.prefix_length_rows(
+            model,
+            sequences,
+            lengths,
+            transforms,
+            model_fields={
+                "run": run,
+                "model": member.name,
+                "model_rank": rank,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            },
+            tp_prefix_len=prefix_tokens,
+            batch_size=batch_size,
+            pad_id=tokenizer.pad_token_id,
+            cache=store.cache("scores", run, member.name),
+        )
+        esp_rows += run_esp
+        tp_rows += run_tp
+print(store.summary())
+
+
+def table(rows: list[dict], value: str) -> pd.DataFrame:
+    """The rows, or an empty table whose columns keep their dtypes (no retrained run)."""
+    empty = {"run": int, "model": str, "seq_id": str, "kind": str, value: float}
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(empty)).astype(empty)
+
+
+esp, tp = table(esp_rows, "log_esp"), table(tp_rows, "log_tp")
+require(
+    bool(not esp["log_esp"].isna().any() and (esp["log_esp"] <= 1e-6).all()),
+    "s1_seeds: a log ESP is missing or above 0",
+)
+esp.to_parquet(OUT / "esp.parquet", index=False)
+tp.to_parquet(OUT / "tp.parquet", index=False)
+if len(esp):
+    means = esp[(esp["prefix_len"] == prefix_tokens) & (esp["decoder"] == "sampling")]
+    print(means.groupby(["model", "run"])["log_esp"].mean().unstack().round(2))
