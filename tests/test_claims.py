@@ -236,9 +236,10 @@ def test_min_units_is_a_floor_per_stratum():
     assert "5 units < min_units 6" in boot(x, min_units=6).note
     assert boot(np.arange(6.0) + 1, min_units=6).low > 0
     rows, strata = cl.two_samples(np.arange(8.0), np.arange(3.0))
-    assert "3 units in a stratum < min_units 6" in boot(
-        rows, cl.mean_contrast, strata=strata, min_units=6
-    ).note
+    assert (
+        "3 units in a stratum < min_units 6"
+        in boot(rows, cl.mean_contrast, strata=strata, min_units=6).note
+    )
 
 
 @pytest.mark.parametrize(

@@ -166,6 +166,7 @@ def train_members(
     )
     if workers == 1 or len(jobs) <= 1:
         return [_train_member(job, blocks, tokenizer, options) for job in jobs]
+
     # Largest first, so the longest member does not start last on an otherwise idle pool.
     def weights(job: dict) -> int:
         c = job["config"]
