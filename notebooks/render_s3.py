@@ -10,7 +10,9 @@
 #   the attacker's best guess per context), and succeeds when F_j flags one of its words; the
 #   rate is #successes / #non-empty samples, per domain j and overall (a sample counts once
 #   however many domains it leaks). The interval is a percentile bootstrap over prompts (a
-#   prompt's samples are drawn together);
+#   prompt's samples are drawn together); with no success at all every resample reads 0, so
+#   the interval is [0, upper] from `lira.zero_success_interval` instead (an exact binomial
+#   bound over prompts on the share whose picks leak, times the largest rate the picks allow);
 # - test perplexity;
 # - domain privacy per j: C_hat = Pr[target's sample flagged by F_j] / Pr[reference M_{D without
 #   d_j}'s sample flagged by F_j], over every non-empty sample of each model, with add-
@@ -42,9 +44,10 @@ from privleak.lira import (
     OVERALL,
     domain_privacy,
     domain_privacy_interval,
+    lira_picks,
     lira_scores,
     lira_success_rates,
-    select_candidates,
+    zero_success_interval,
 )
 
 style()
@@ -78,12 +81,18 @@ def share(rows: np.ndarray) -> float:
     return rows[:, 0].sum() / total if total else math.nan
 
 
-def interval(success, nonempty, prompt_ids):
-    """The success rate and its bootstrap interval over prompts."""
+def interval(success, selected, nonempty, prompt_ids) -> tuple[float, float]:
+    """The success rate's bootstrap interval over prompts; with no success, where every
+    resample reads 0, the exact bound of `zero_success_interval` over the prompts with a pick."""
+    if not success.any() and selected.any():
+        prompts = len(set(np.asarray(prompt_ids, dtype=object)[selected]))
+        counts = int(selected.sum()), int(nonempty.sum())
+        return zero_success_interval(prompts, *counts, alpha=render["alpha"])
     rows = np.c_[np.asarray(success, float), np.asarray(nonempty, float)]
-    return bootstrap(
+    estimate = bootstrap(
         rows, share, n_boot=render["n_boot"], seed=seed, alpha=render["alpha"], groups=prompt_ids
     )
+    return estimate.low, estimate.high
 
 
 # %% [markdown]
@@ -98,22 +107,14 @@ def lira_success(drawn: pd.DataFrame, policy: str) -> dict[str, dict]:
     scores = {j: lira_scores(drawn["nll_self"], drawn[f"nll_without_{j}"]) for j in leaked}
     flags = {j: drawn[f"leak_{policy}_{j}"].to_numpy() for j in leaked}
     rates = lira_success_rates(scores, flags, nonempty, ids, per_prompt=1)
-    # The same successes per sample, for the bootstrap (lira gives the rates, not the samples).
-    success = {
-        j: select_candidates(scores[j], ids, per_prompt=1) & flags[j] & nonempty for j in leaked
-    }
-    success[OVERALL] = np.any([success[j] for j in leaked], axis=0)
+    picks = lira_picks(scores, flags, nonempty, ids, per_prompt=1)  # the samples behind them
     out = {}
     for key in [OVERALL, *leaked]:
-        require(
-            rates[key].successes == int(success[key].sum()),
-            f"render_s3: the successes of {drawn['model'].iloc[0]} ({key}) disagree with lira's",
-        )
-        estimate = interval(success[key], nonempty, ids)
+        low, high = interval(picks[key].success, picks[key].selected, nonempty, ids)
         out[key] = {
             "rate": rates[key].rate,
-            "low": estimate.low,
-            "high": estimate.high,
+            "low": low,
+            "high": high,
             "successes": rates[key].successes,
             "nonempty": rates[key].nonempty,
         }
@@ -243,7 +244,8 @@ for ax in axes[1:]:
 outside_legend(fig, axes[0], title="target", below=True)
 fig.suptitle(
     f"S3 Fig. 1: LiRa success rate vs test perplexity ({domain} prompts; lower is better on "
-    f"both axes; 2x: double training cost)\n95 % bootstrap intervals over prompts"
+    f"both axes; 2x: double training cost)\n95 % bootstrap intervals over prompts (exact binomial "
+    "bound over prompts at 0 successes)"
 )
 save_figure(fig, FIG / "s3_fig1", FORMATS)
 
@@ -275,7 +277,8 @@ save_table(
     csv_only=[c for c in table.columns if c not in columns],
     note=f"S3 Fig. 1's data: per policy and target, the LiRa success rate on {domain} prompts "
     f"(one selected sample per prompt and leaked domain, {', '.join(leaked)}; successes / "
-    "non-empty samples) with a 95 % bootstrap interval over prompts, test perplexity, and "
+    "non-empty samples) with a 95 % bootstrap interval over prompts (at 0 successes [0, an exact "
+    "binomial bound over prompts], where every resample reads 0), test perplexity, and "
     f"domain privacy C per leaked domain (leak rate of the target / of M_(D without d_j), "
     f"add-{render['pseudocount']:g} rates). relative_cost: training tokens / Public's; "
     "train_masked_share: the share of train words the policy masked in the model's data.",

@@ -134,6 +134,23 @@ def test_success_rates_select_per_domain_and_combine():
     }
 
 
+def test_picks_are_the_samples_behind_the_rates():
+    prompts = ["p", "p", "q", "q", "r", "r"]
+    scores = {
+        "MEDIA": np.array([2.0, 1.0, 5.0, 1.0, math.nan, math.nan]),
+        "INSURANCE": np.array([1.0, 2.0, 1.0, 3.0, 1.0, 0.5]),
+    }
+    picks = lira.lira_picks(scores, LEAKED, NONEMPTY, prompts, per_prompt=1)
+    assert picks["MEDIA"].selected.tolist() == [1, 0, 1, 0, 0, 0]
+    assert picks["MEDIA"].success.tolist() == [1, 0, 0, 0, 0, 0]
+    assert picks["INSURANCE"].selected.tolist() == [0, 1, 0, 1, 1, 0]
+    assert picks["INSURANCE"].success.tolist() == [0, 1, 0, 0, 1, 0]
+    assert picks[lira.OVERALL].selected.tolist() == [1, 1, 1, 1, 1, 0]
+    assert picks[lira.OVERALL].success.tolist() == [1, 1, 0, 0, 1, 0]
+    with pytest.raises(PrivleakError, match=r"leaked\['MEDIA'\] has shape \(2,\); expected"):
+        lira.lira_picks(scores, LEAKED | {"MEDIA": [1, 0]}, NONEMPTY, prompts, per_prompt=1)
+
+
 def test_success_rates_reject_unknown_or_missing_domains():
     scores = {"MEDIA": np.ones(6)}
     with pytest.raises(PrivleakError, match="unknown domain 'INSURANCE' in leaked"):
@@ -147,6 +164,33 @@ def test_success_rates_reject_unknown_or_missing_domains():
 def test_success_rate_rejects_mismatched_masks():
     with pytest.raises(PrivleakError, match="selected_mask has shape"):
         lira.lira_success_rate([1, 0], [1, 0, 0], [1, 1, 1])
+
+
+def test_zero_success_interval_is_clopper_pearson_over_prompts_times_the_largest_rate():
+    # 100 prompts, 2 picks each among 10 non-empty samples: the rate is at most 0.2, and q's
+    # exact upper bound at 0/100 is 1 - 0.025 ** (1 / 100) = 0.036217.
+    low, high = lira.zero_success_interval(100, 200, 1000, alpha=0.05)
+    assert low == 0.0
+    assert high == pytest.approx((1 - 0.025 ** (1 / 100)) * 0.2, rel=1e-9)
+    assert high == pytest.approx(0.0072434, abs=1e-7)
+    # One prompt, one pick of four samples: q <= 0.975, the rate <= 0.975 / 4.
+    assert lira.zero_success_interval(1, 1, 4, alpha=0.05) == (0.0, pytest.approx(0.24375))
+    # More prompts, a tighter bound; a smaller alpha, a wider one.
+    assert lira.zero_success_interval(400, 400, 4000, alpha=0.05)[1] < high / 2
+    assert lira.zero_success_interval(100, 200, 1000, alpha=0.01)[1] > high
+
+
+@pytest.mark.parametrize(
+    "counts, message",
+    [
+        ((0, 1, 1), "prompts must be an int >= 1, got 0"),
+        ((2, 0, 5), "selected must be an int >= 1, got 0"),
+        ((2, 6, 5), r"nonempty must be an int >= selected \(6\), got 5"),
+    ],
+)
+def test_zero_success_interval_rejects_bad_counts(counts, message):
+    with pytest.raises(PrivleakError, match=message):
+        lira.zero_success_interval(*counts, alpha=0.05)
 
 
 # ---------------------------------------------------------------- domain privacy

@@ -180,6 +180,45 @@ def test_s1_sequence_file_is_checked(tmp_path, cpu_only):
     assert "has no field 'suffix'" in failure(config)
 
 
+def test_s3_hub_base_is_checked_like_every_hub_model(monkeypatch, offline):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    keys = {key: name for key, name, _ in preflight.model_params(profile("paper"), "paper")}
+    assert keys["s3.paper.base"] == "openai-community/gpt2"
+    monkeypatch.setattr(models, "hub_model_cached", lambda name: name != "openai-community/gpt2")
+    monkeypatch.setattr(preflight, "hub_dataset_cached", lambda name: True)
+    assert failure(profile("paper")).startswith(
+        "params s3.paper.base = 'openai-community/gpt2': hub model not in the local Hugging Face "
+        "cache and HF_HUB_OFFLINE=1"
+    )
+
+
+def test_s3_base_folder_must_exist_unless_train_family_builds_it(cpu_only, tmp_path):
+    config = profile("smoke")
+    assert "s3.smoke.base" not in {key for key, _, _ in preflight.model_params(config, "smoke")}
+    assert "data/family/h32 (train_family)" in preflight.run(config)[2]
+    config["s3"]["smoke"]["base"] = str(tmp_path / "gpt2")
+    assert failure(config) == (
+        f"params s3.smoke.base = '{tmp_path / 'gpt2'}': model folder not found "
+        f"({tmp_path / 'gpt2'} does not exist)"
+    )
+    tiny_llama().save_pretrained(tmp_path / "gpt2")
+    assert f"{tmp_path / 'gpt2'} (folder)" in preflight.run(config)[2]
+
+
+def test_s3_dialog_corpus_file_is_checked(cpu_only, tmp_path):
+    config = profile("smoke")
+    assert preflight.run(config)[3].endswith("s3 dialogs synthetic")
+    source = f"file:{tmp_path / 'multidogo.jsonl'}"
+    config["s3"]["smoke"]["corpus"] = {"source": source}
+    assert failure(config) == (
+        f"params s3.smoke.corpus.source = '{source}': file '{tmp_path / 'multidogo.jsonl'}' "
+        "does not exist"
+    )
+    (tmp_path / "multidogo.jsonl").write_text('{"text": "USER: hi", "domain": "AIRLINE"}\n')
+    assert preflight.run(config)[3].endswith("s3 dialogs file")
+
+
 @pytest.mark.skipif(
     not (paths.MODELS / models.SMOLLM2 / "config.json").exists(), reason="data/models is absent"
 )

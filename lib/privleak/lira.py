@@ -9,7 +9,8 @@ The attack (the paper's three steps, for a context domain d_i and a leaked domai
    target w.r.t. the reference;
 3. a selected sample that the policy F_j flags succeeds: `lira_success_rate` =
    #success / #non-empty generations, per leaked domain and over all of them
-   (`lira_success_rates`).
+   (`lira_success_rates`; `lira_picks` gives the picked and successful samples behind them, and
+   `zero_success_interval` an interval where no sample succeeds).
 
 `domain_privacy` estimates C = Pr[M_D(c_i) in d_j] / Pr[M_{D without d_j}(c_i) in d_j] from every
 non-empty sample of both models, and `domain_privacy_interval` bootstraps it over prompts.
@@ -27,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from scipy import stats
 
 from privleak import claims
 from privleak.batching import ForwardCounter, UnitCache
@@ -299,6 +301,54 @@ def lira_success_rate(selected_mask, leaked_mask, nonempty_mask) -> Rate:
     return Rate(successes / total if total else math.nan, successes, total)
 
 
+class Picks(NamedTuple):
+    """[n] bool masks over a target's samples: those the attack picked (non-empty by
+    construction), and those that succeeded (picked and flagged)."""
+
+    selected: np.ndarray
+    success: np.ndarray
+
+
+def lira_picks(
+    scores: Mapping[str, np.ndarray],
+    leaked: Mapping[str, np.ndarray],
+    nonempty_mask,
+    prompt_ids: Sequence[Hashable],
+    *,
+    per_prompt: int | None = None,
+    top: int | None = None,
+) -> dict[str, Picks]:
+    """{domain j: Picks, OVERALL: Picks} for n target samples: scores[j] [n] are `lira_scores`
+    under j's reference model, leaked[j] [n] F_j's verdicts. Selection per `select_candidates`,
+    done separately for each j; OVERALL's masks are the union over j, so a sample that succeeds
+    for several domains counts once. The per-sample masks let a caller resample prompts or
+    contrast two targets prompt by prompt."""
+    require(len(scores) >= 1, "give scores for at least one leaked domain")
+    require(OVERALL not in scores, f"{OVERALL!r} is reserved for the overall rate")
+    for domain in leaked:
+        require(domain in scores, f"unknown domain {domain!r} in leaked; scored: {list(scores)}")
+    for domain in scores:
+        require(domain in leaked, f"domain {domain!r} has scores but no leaked mask")
+    nonempty = np.asarray(nonempty_mask, bool)
+    require(nonempty.ndim == 1, f"nonempty_mask must be [n], got shape {nonempty.shape}")
+    picks = {}
+    for domain in scores:
+        flagged = np.asarray(leaked[domain], bool)
+        require(
+            flagged.shape == nonempty.shape,
+            f"leaked[{domain!r}] has shape {flagged.shape}; expected {nonempty.shape}",
+        )
+        chosen = select_candidates(scores[domain], prompt_ids, per_prompt=per_prompt, top=top)
+        require(
+            chosen.shape == nonempty.shape,
+            f"scores[{domain!r}] has shape {chosen.shape}; expected {nonempty.shape}",
+        )
+        picks[domain] = Picks(chosen & nonempty, chosen & flagged & nonempty)
+    masks = list(picks.values())
+    picks[OVERALL] = Picks(*(np.any([p[k] for p in masks], axis=0) for k in range(2)))
+    return picks
+
+
 def lira_success_rates(
     scores: Mapping[str, np.ndarray],
     leaked: Mapping[str, np.ndarray],
@@ -308,26 +358,36 @@ def lira_success_rates(
     per_prompt: int | None = None,
     top: int | None = None,
 ) -> dict[str, Rate]:
-    """{domain j: Rate, OVERALL: Rate} for n target samples: scores[j] [n] are `lira_scores`
-    under j's reference model, leaked[j] [n] F_j's verdicts. Selection per `select_candidates`,
-    done separately for each j; OVERALL counts a sample that succeeds for any j once."""
-    require(len(scores) >= 1, "give scores for at least one leaked domain")
-    require(OVERALL not in scores, f"{OVERALL!r} is reserved for the overall rate")
-    for domain in leaked:
-        require(domain in scores, f"unknown domain {domain!r} in leaked; scored: {list(scores)}")
-    for domain in scores:
-        require(domain in leaked, f"domain {domain!r} has scores but no leaked mask")
-    domains = list(scores)
-    selected = [
-        select_candidates(scores[d], prompt_ids, per_prompt=per_prompt, top=top) for d in domains
-    ]
-    flagged = [np.asarray(leaked[d], bool) for d in domains]
-    rates = {
-        d: lira_success_rate(s, f, nonempty_mask)
-        for d, s, f in zip(domains, selected, flagged, strict=True)
+    """{domain j: Rate, OVERALL: Rate}: each `lira_picks` mask's successes over the non-empty
+    samples (arguments as there)."""
+    picks = lira_picks(scores, leaked, nonempty_mask, prompt_ids, per_prompt=per_prompt, top=top)
+    total = int(np.asarray(nonempty_mask, bool).sum())
+    return {
+        key: Rate(int(p.success.sum()) / total if total else math.nan, int(p.success.sum()), total)
+        for key, p in picks.items()
     }
-    rates[OVERALL] = lira_success_rate(np.stack(selected), np.stack(flagged), nonempty_mask)
-    return rates
+
+
+def zero_success_interval(
+    prompts: int, selected: int, nonempty: int, *, alpha: float
+) -> tuple[float, float]:
+    """(0, upper): the (1 - alpha) interval of a LiRa success rate that saw no success in
+    `nonempty` samples of `prompts` prompts, `selected` of which the attack picked.
+
+    A bootstrap over prompts has nothing to resample here (every resample reads 0), yet 0 of n is
+    no proof the rate is 0. The bound counts prompts, the independent unit, not samples (a
+    prompt's samples share its context): only picked samples can succeed, so the rate is at most
+    q * selected / nonempty, q the chance that a prompt's picks leak. q's exact (Clopper-Pearson)
+    two-sided upper bound at 0 successes of `prompts` is 1 - (alpha / 2) ** (1 / prompts)."""
+    for name, count in (("prompts", prompts), ("selected", selected)):
+        require(isinstance(count, int) and count >= 1, f"{name} must be an int >= 1, got {count}")
+    require(
+        isinstance(nonempty, int) and nonempty >= selected,
+        f"nonempty must be an int >= selected ({selected}), got {nonempty}",
+    )
+    require(0 < alpha < 0.5, f"alpha must be in (0, 0.5), got {alpha}")
+    q = stats.binomtest(0, prompts).proportion_ci(1 - alpha, method="exact").high
+    return 0.0, q * selected / nonempty
 
 
 # ---------------------------------------------------------------- domain privacy

@@ -7,9 +7,11 @@ and the exit status is 2 (0 and a short summary when everything is in place):
    exists on this machine;
 2. models: every model the profile names is an embedded name (listed in models.<p>.prepare or
    already in data/models), an existing local folder, or a hub id that the local HF cache holds
-   or (unless HF_HUB_OFFLINE=1) the hub answers for; `family` is trained by train_family;
-3. corpora: every `file:` corpus exists and is readable; every `hf:` dataset is a local folder,
-   in the local HF caches, or (online) on the hub at its pinned revision;
+   or (unless HF_HUB_OFFLINE=1) the hub answers for; `family` and an S3 base under data/family/
+   are trained by train_family;
+3. corpora: every `file:` corpus (the data slots and S3's dialogs) exists and is readable; every
+   `hf:` dataset is a local folder, in the local HF caches, or (online) on the hub at its pinned
+   revision;
 4. S1 sequences: a `file:` sequence list exists and is readable.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import posixpath
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +30,7 @@ from privleak import models, paths
 from privleak import params as params_module
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
+from privleak.schema import FAMILY_DIR
 
 HUB_TIMEOUT_S = 5.0
 _DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
@@ -56,12 +60,20 @@ def device_params(params: dict, profile: str) -> list[tuple[str, str]]:
     return found
 
 
+def trained_base(params: dict, profile: str) -> str | None:
+    """The profile's S3 base when train_family builds it (a data/family/<size> folder)."""
+    base = _block(params, "s3", profile).get("base")
+    if isinstance(base, str) and posixpath.normpath(base).startswith(FAMILY_DIR):
+        return base
+    return None
+
+
 def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     """(key, name, loaded_by_models_load) of every model the profile names; the S1 name
-    `family` (trained in-pipeline) is left out."""
+    `family` and an S3 base under data/family/ (trained in-pipeline) are left out."""
     p = profile
     lm = _block(params, "models", p)
-    s0, s1 = _block(params, "s0", p), _block(params, "s1", p)
+    s0, s1, s3 = _block(params, "s0", p), _block(params, "s1", p), _block(params, "s3", p)
     found = [(f"models.{p}.{key}", lm[key], key == "lm") for key in ("lm", "embedder") if key in lm]
     found += [(f"s0.{p}.lms[{i}]", name, True) for i, name in enumerate(s0.get("lms") or [])]
     bertscore = s0.get("bertscore") or {}
@@ -76,6 +88,8 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     public = (s1.get("public") or {}).get("model")
     if public:
         found.append((f"s1.{p}.public.model", public, True))
+    if "base" in s3 and trained_base(params, p) is None:
+        found.append((f"s3.{p}.base", s3["base"], True))
     return found
 
 
@@ -260,10 +274,15 @@ def run(params: dict) -> list[str]:
     ]
     if (_block(params, "s1", profile).get("scores") or {}).get("models") == "family":
         found.append("family (train_family)")
+    if base := trained_base(params, profile):
+        found.append(f"{base} (train_family)")
     slots = _block(params, "data", profile)
     sources = [
         f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
     ]
+    dialogs = _block(params, "s3", profile).get("corpus")
+    if dialogs is not None:
+        sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', dialogs)}")
     sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
     if isinstance(sequences, str) and sequences.startswith("file:"):
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
