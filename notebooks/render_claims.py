@@ -1,21 +1,21 @@
 # %% [markdown]
-# # Claims of S0, S1, S2 and S4 as data (DESIGN §8)
-# Every directional sentence of S0 (Flemings et al.), S1 (Tiwari & Suh), S2 (Wang et al.) and S4
-# (Grislain) that the cached artifacts under data/interim/s0, s1, s2 and s4 can test, quoted with
-# its section or figure, gets an effect, a bootstrap interval over independent units (contexts,
-# sequences or attack prompts; every setting of a drawn unit comes along, so paired settings stay
-# paired; two-sample contrasts resample within each sample) and a verdict: reproduced when the
-# interval excludes the null on the paper's side, contradicted when it excludes it on the other
-# side, inconclusive otherwise.
+# # Claims of S0, S1, S2, S3 and S4 as data (DESIGN §8)
+# Every directional sentence of S0 (Flemings et al.), S1 (Tiwari & Suh), S2 (Wang et al.), S3
+# ("Safe generation in multi-domain dialogs") and S4 (Grislain) that the cached artifacts under
+# data/interim/s0 to s4 can test, quoted with its section or figure, gets an effect, a bootstrap
+# interval over independent units (contexts, sequences, attack prompts or held-out dialogs; every
+# setting of a drawn unit comes along, so paired settings stay paired; two-sample contrasts
+# resample within each sample) and a verdict: reproduced when the interval excludes the null on
+# the paper's side, contradicted when it excludes it on the other side, inconclusive otherwise.
 # No model runs here.
 #
 # Claims about a model trained here need an interval over training seeds too (DESIGN §8). S1's
 # claims on the in-pipeline family resample training runs and sequences as crossed factors (the
 # family and its retrained runs from train_family_seeds, scored by s1_scores and s1_seeds) when
 # there are at least min_units runs. Claims whose artifacts hold one training run (S0's family
-# and fine-tuned model, S1's n-ISP) stay inconclusive, and their note says what the interval over
-# units alone would read. Guarantees (bounded CID, the n-ISP bound) are checked on every unit
-# instead: one violation contradicts them.
+# and fine-tuned model, S1's n-ISP, S3's fine-tuned targets) stay inconclusive, and their note
+# says what the interval over units alone would read. Guarantees (bounded CID, the n-ISP
+# bound) are checked on every unit instead: one violation contradicts them.
 
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
@@ -23,6 +23,8 @@ models = "family"
 sweep_corpus = "healthcaremagic"
 accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "lengths": [4, 8]}
 leakage = {"repeat_min_words": 20, "rouge_threshold": 0.5}
+domain = "AIRLINE"
+pseudocount = 0.5
 
 # %%
 import json
@@ -51,6 +53,7 @@ from privleak.claims import (
 )
 from privleak.claims import claims_frame as table
 from privleak.claims import counts as tally
+from privleak.lira import OVERALL, domain_privacy_interval, lira_picks, lira_scores
 from privleak.metrics.rag_leakage import prompt_outcomes
 from privleak.pad import response_budget
 
@@ -1147,6 +1150,175 @@ add(
     direction="-",
     unit="PAD responses",
 )
+
+# %% [markdown]
+# ## S3: domain privacy (Safe generation in multi-domain dialogs)
+# Units are the attack prompts (`domain` test dialogs): every target continues the same prompts,
+# so each target's LiRa successes are paired with every other's prompt by prompt. A prompt's
+# outcome is its successes and non-empty samples (one pick per leaked domain j, by the score
+# against M_{D without d_j}; a pick succeeds when F_j flags it, as in render_s3), and a target's
+# rate is successes / non-empty samples over the drawn prompts. Domain privacy C-hat per policy and
+# leaked domain is resampled over prompts with the reference's samples of the same prompts (add-
+# `pseudocount` rates, as in render_s3). Test perplexity has no prompt: its unit is the held-out
+# test dialog, scored by every model, so a perplexity contrast is a paired difference of
+# token-weighted mean NLL (log perplexity) over the drawn dialogs.
+#
+# Every target is one fine-tuning run, so each claim needs an interval over training seeds and
+# stays inconclusive here whatever the prompts say (the note gives that reading). The classifier
+# policy stands in for the paper's RoBERTa (MiniLM windows + logistic regression), and the
+# embedded profile fine-tunes a tiny family model on synthetic dialogs, not GPT-2 on MultiDoGo: the
+# "For RoBERTa" claims test the stand-in, in every profile. The smoke profile's few prompts give
+# no interval at all (fewer than claims.min_units).
+
+# %%
+PAPER3 = "S3 (Safe generation in multi-domain dialogs)"
+S3 = paths.INTERIM / "s3"
+s3_log = pd.read_parquet(S3 / "train" / "train_log.parquet")
+s3_samples = pd.read_parquet(S3 / "attack" / "samples.parquet")
+s3_nll = pd.read_parquet(S3 / "attack" / "test_nll.parquet")
+leaked3 = [
+    c.removeprefix("nll_without_") for c in s3_samples.columns if c.startswith("nll_without_")
+]
+references3 = s3_log.dropna(subset=["without"]).set_index("without")["model"].to_dict()
+ONLY, POLICIES3 = f"{domain} Only", ("keyword", "classifier")
+REDACTED3 = ("Pub+Redacted", "JFT", "Redaction Schedule")  # trained on redacted data, in part
+TARGETS3 = (ONLY, "Public", "Private", *REDACTED3)
+STAND_IN = "the classifier policy is a MiniLM + logistic-regression stand-in for RoBERTa"
+
+
+def s3_model(target: str, policy: str) -> str:
+    """The model of `target` under `policy` (its own redacted version where it has one)."""
+    of_policy = s3_log["policy"].isna() | (s3_log["policy"] == policy)
+    rows = s3_log[(s3_log["target"] == target) & of_policy]
+    return rows["model"].iloc[0] if len(rows) == 1 else ""
+
+
+def s3_slug(name: str) -> str:
+    return name.lower().replace("+", "_").replace(" ", "_")
+
+
+def prompt_successes(model: str, policy: str) -> pd.DataFrame:
+    """[prompts x (successes, nonempty)] of `model`'s samples judged by `policy`."""
+    drawn = s3_samples[s3_samples["model"] == model].reset_index(drop=True)
+    nonempty = ~drawn["empty"].to_numpy()
+    scores = {j: lira_scores(drawn["nll_self"], drawn[f"nll_without_{j}"]) for j in leaked3}
+    flags = {j: drawn[f"leak_{policy}_{j}"].to_numpy() for j in leaked3}
+    picks = lira_picks(scores, flags, nonempty, drawn["prompt_id"].tolist(), per_prompt=1)
+    counts = pd.DataFrame({"successes": picks[OVERALL].success, "nonempty": nonempty})
+    return counts.groupby(drawn["prompt_id"]).sum()
+
+
+def ratio_difference(rows: np.ndarray) -> float:
+    """Rows [count a, total a, count b, total b] per unit: sum(count b) / sum(total b) minus
+    sum(count a) / sum(total a), e.g. success rate b - success rate a."""
+    return float(rows[:, 2].sum() / rows[:, 3].sum() - rows[:, 0].sum() / rows[:, 1].sum())
+
+
+def s3_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
+    """Success rate of (target, policy) b minus a's, paired per prompt."""
+    if not (s3_model(*a) and s3_model(*b)):
+        return NONE
+    sides = [prompt_successes(s3_model(*side), side[1]) for side in (a, b)]
+    return boot(pd.concat(sides, axis=1).dropna().to_numpy(dtype=float), ratio_difference)
+
+
+def s3_add(claim_id: str, estimate: Estimate, **fields) -> None:
+    add(claim_id, estimate, paper=PAPER3, missing=ONE_RUN, **fields)
+
+
+for target in TARGETS3:
+    s3_add(
+        f"s3.classifier_finds_more_leaks.{s3_slug(target)}",
+        s3_contrast((target, "keyword"), (target, "classifier")),
+        quote="LiRa attacks are more successful w.r.t. RoBERTa policy compared to the keyword, "
+        "because the former has higher recall and lower precision.",
+        where="Results, Fig. 1",
+        effect_name=f"LiRa success rate of {target} under the classifier policy minus under the "
+        "keyword policy (paired per prompt"
+        + ("; each policy's own redacted model)" if target in REDACTED3 else "; the same samples)"),
+        direction="+",
+        unit="attack prompts",
+        note=f"{STAND_IN}; the 'because' (recall, precision) is not tested",
+    )
+for target in ("Public", "Private", *REDACTED3):
+    kept = target in ("Public", "Private")
+    s3_add(
+        f"s3.{'not_' if kept else ''}below_{s3_slug(ONLY)}.{s3_slug(target)}",
+        s3_contrast((ONLY, "classifier"), (target, "classifier")),
+        quote=f"For RoBERTa, all but Private and Public have LiRa success rate lower than the "
+        f"{domain} Only baseline.",
+        where="Results, Fig. 1 (classifier policy: the RoBERTa stand-in)",
+        effect_name=f"LiRa success rate of {target} minus {ONLY}'s, classifier policy (paired per "
+        "prompt)",
+        direction="+" if kept else "-",
+        unit="attack prompts",
+        note=f"{STAND_IN}; the sentence says only 'not lower', so an interval touching 0 agrees "
+        "with it too"
+        if kept
+        else STAND_IN,
+    )
+for policy in POLICIES3:
+    for target in REDACTED3:
+        s3_add(
+            f"s3.redaction_leaks_less_than_public.{s3_slug(target)}.{policy}",
+            s3_contrast(("Public", policy), (target, policy)),
+            quote="Domain privacy becomes feasible when models finetuned on redacted datasets (at "
+            "least partially).",
+            where="Results, Fig. 1",
+            effect_name=f"LiRa success rate of {target} minus Public's, {policy} policy (paired "
+            "per prompt)",
+            direction="-",
+            unit="attack prompts",
+        )
+    public3 = s3_samples[s3_samples["model"] == s3_model("Public", policy)]
+    for j in leaked3:
+        reference3 = s3_samples[s3_samples["model"] == references3[j]]
+        s3_add(
+            f"s3.public_not_domain_private.{policy}.{j}",
+            domain_privacy_interval(
+                public3[f"leak_{policy}_{j}"].to_numpy(),
+                reference3[f"leak_{policy}_{j}"].to_numpy(),
+                ~public3["empty"].to_numpy(),
+                ~reference3["empty"].to_numpy(),
+                public3["prompt_id"].tolist(),
+                reference3["prompt_id"].tolist(),
+                pseudocount=pseudocount,
+                **claims,
+            ),
+            quote="Vanilla finetuning like Public is insufficient for domain privacy.",
+            where="Results; the definition of C-domain privacy",
+            effect_name=f"C-hat of Public for {j}: its share of samples F_{j} flags over the share "
+            f"of M_(D without {j})'s ({policy} policy, add-{pseudocount:g} rates, prompts paired)",
+            direction="+",
+            null=1.0,
+            unit="attack prompts",
+        )
+
+
+def ppl_contrast(a: str, b: str) -> Estimate:
+    """Log test perplexity of model b minus model a's (rows [NLL, tokens] per dialog), paired
+    per held-out dialog."""
+    if not (a and b):
+        return NONE
+    per_model = s3_nll.set_index(["model", "dialog"])[["nll", "tokens"]]
+    paired = pd.concat([per_model.loc[a], per_model.loc[b]], axis=1).dropna()
+    return boot(paired.to_numpy(dtype=float), ratio_difference)
+
+
+for policy in POLICIES3:
+    for target, direction, better in (("JFT", "-", "better"), ("Redaction Schedule", "+", "worse")):
+        s3_add(
+            f"s3.{s3_slug(target)}_{better}_perplexity_than_pub_redacted.{policy}",
+            ppl_contrast(s3_model("Pub+Redacted", policy), s3_model(target, policy)),
+            quote="While having comparable domain privacy, JFT has better perplexity and "
+            "Redaction Schedule has worse perplexity compared to Pub+Redacted.",
+            where="Results, Fig. 1",
+            effect_name=f"log test perplexity of {target} minus Pub+Redacted's, {policy} policy "
+            "(token-weighted mean NLL, paired per held-out dialog)",
+            direction=direction,
+            unit="held-out test dialogs",
+            note="'comparable domain privacy' is no direction and is not tested",
+        )
 
 # %% [markdown]
 # ## Save: figures/claims/claims.{md,csv}, metrics/claims.json

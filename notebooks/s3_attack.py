@@ -8,11 +8,13 @@
 # for every leaked domain j (the private domains other than `domain`): a sample leaks j when
 # F_j flags one of its words. Empty samples (whitespace only) get no score.
 #
-# Held-out perplexity: each model on all test dialogs (`privleak.lira.held_out_perplexity`,
-# chunks of `train.seq_len` tokens as in training).
+# Held-out perplexity: each model on all test dialogs (`privleak.lira.held_out_nll`, chunks of
+# `train.seq_len` tokens as in training), kept per dialog too so that perplexity contrasts can be
+# resampled over dialogs.
 #
 # Saved: samples.parquet, one row per (model, prompt, sample) with text, empty, nll_self,
-# nll_without_<j> per reference and leak_<policy>_<j>; ppl.parquet, one row per model.
+# nll_without_<j> per reference and leak_<policy>_<j>; ppl.parquet, one row per model;
+# test_nll.parquet, one row per (model, test dialog) with its summed NLL and scored tokens.
 
 # %% tags=["parameters"]
 seed = 0
@@ -42,7 +44,7 @@ import pandas as pd
 from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.errors import require
-from privleak.lira import held_out_perplexity, sample_continuations, sequence_nll
+from privleak.lira import held_out_nll, sample_continuations, sequence_nll
 from privleak.models import load_embedder
 from privleak.policies import ClassifierPolicy, KeywordPolicy, sentence_embed
 
@@ -50,7 +52,8 @@ PREPARE, MODELS = paths.INTERIM / "s3" / "prepare", paths.INTERIM / "s3" / "mode
 OUT = paths.INTERIM / "s3" / "attack"
 OUT.mkdir(parents=True, exist_ok=True)
 prompt_table = pd.read_parquet(PREPARE / "prompts.parquet")
-test_texts = pd.read_parquet(PREPARE / "test.parquet")["text"].tolist()
+test_set = pd.read_parquet(PREPARE / "test.parquet")
+test_texts = test_set["text"].tolist()
 log = pd.read_parquet(paths.INTERIM / "s3" / "train" / "train_log.parquet")
 leaked = [d for d in private_domains if d != domain]
 references = log.dropna(subset=["without"]).set_index("without")["model"].to_dict()
@@ -75,8 +78,9 @@ def scored(scorer, tokenizer, table: pd.DataFrame) -> np.ndarray:
     return sequence_nll(scorer, tokenizer, prompts, tokens, batch_size=attack["batch_size"])
 
 
-def perplexity(model, tokenizer) -> float:
-    return held_out_perplexity(
+def test_nll(model, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """Per test dialog: summed NLL [n] and scored tokens [n]."""
+    return held_out_nll(
         model, tokenizer, test_texts, batch_size=attack["batch_size"], seq_len=seq_len
     )
 
@@ -86,7 +90,7 @@ def perplexity(model, tokenizer) -> float:
 
 # %%
 started = time.perf_counter()
-per_model, ppl_rows = {}, []
+per_model, ppl_rows, nll_rows = {}, [], []
 for name in log["model"]:
     model, tokenizer = load(name)
     rows = sample_continuations(
@@ -108,8 +112,12 @@ for name in log["model"]:
     table["nll_self"] = store.get_or_compute(
         ("nll", name, name), partial(scored, model, tokenizer, table)
     )
-    ppl = store.get_or_compute(("ppl", name), partial(perplexity, model, tokenizer))
+    nll, tokens = store.get_or_compute(("test_nll", name), partial(test_nll, model, tokenizer))
+    ppl = float(np.exp(nll.sum() / tokens.sum()))
     ppl_rows.append({"model": name, "test_ppl": ppl, "test_dialogs": len(test_texts)})
+    nll_rows.append(
+        pd.DataFrame({"model": name, "dialog": test_set["id"], "nll": nll, "tokens": tokens})
+    )
     per_model[name] = table
 timings["samples, self NLL, perplexity"] = time.perf_counter() - started
 pd.DataFrame(ppl_rows)
@@ -186,3 +194,4 @@ pd.Series(timings, name="seconds").round(1)  # in the executed report only: outp
 # %%
 samples.drop(columns=["prompt"]).to_parquet(OUT / "samples.parquet", index=False)
 pd.DataFrame(ppl_rows).to_parquet(OUT / "ppl.parquet", index=False)
+pd.concat(nll_rows, ignore_index=True).to_parquet(OUT / "test_nll.parquet", index=False)

@@ -248,6 +248,17 @@ def test_domain_privacy_bootstrap_resamples_prompts_not_samples():
     assert (by_prompt.high - by_prompt.low) > 3 * (by_sample.high - by_sample.low)
 
 
+def test_domain_privacy_bootstrap_takes_the_claims_settings():
+    prompts, target, reference, nonempty = homogeneous_prompts()  # 10 prompts
+    args = (target, reference, nonempty, nonempty, prompts, prompts)
+    few = lira.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5, min_units=11)
+    assert math.isnan(few.low) and few.note == "10 units < min_units 11: no interval"
+    basic = lira.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5, method="basic")
+    percentile = lira.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5)
+    # basic reflects the percentile interval about the point estimate.
+    assert basic.low == pytest.approx(2 * percentile.effect - percentile.high)
+
+
 def test_domain_privacy_bootstrap_without_finite_ratio_gives_no_interval():
     prompts, target, _, nonempty = homogeneous_prompts()
     clean = np.zeros_like(target)
@@ -401,3 +412,20 @@ def test_held_out_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
         lira.held_out_perplexity(
             model, word_tokenizer(add_bos=False), ["bob"], batch_size=1, seq_len=4
         )
+
+
+def test_held_out_nll_is_per_text_and_sums_to_the_perplexity(model, tokenizer):
+    texts = ["the cat sat on the mat", "a dog ran", "bob"]
+    nll, tokens = lira.held_out_nll(model, tokenizer, texts, batch_size=2, seq_len=4)
+    for i, text in enumerate(texts):
+        ids = tokenizer(text)["input_ids"]
+        pieces = [ids[a : a + 4] for a in range(0, len(ids), 4) if len(ids[a : a + 4]) >= 2]
+        direct = [-direct_logprobs(model, piece) for piece in pieces]
+        assert tokens[i] == sum(len(d) for d in direct)
+        assert nll[i] == pytest.approx(sum(float(d.sum()) for d in direct), rel=1e-5, abs=1e-6)
+    ppl = lira.held_out_perplexity(model, tokenizer, texts, batch_size=2, seq_len=4)
+    assert ppl == pytest.approx(math.exp(nll.sum() / tokens.sum()), rel=1e-12)
+    # Without a BOS, the one-token text "bob" has nothing scored: 0 tokens, NLL 0.
+    bare = word_tokenizer(add_bos=False)
+    nll, tokens = lira.held_out_nll(model, bare, ["a dog ran", "bob"], batch_size=2, seq_len=4)
+    assert tokens.tolist() == [2, 0] and nll[1] == 0.0 and nll[0] > 0

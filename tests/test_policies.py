@@ -12,6 +12,7 @@ from sklearn.linear_model import LogisticRegression
 
 from privleak.errors import PrivleakError
 from privleak.policies import (
+    NONE,
     ClassifierPolicy,
     KeywordPolicy,
     leaks,
@@ -226,6 +227,55 @@ def test_flags_many_embeds_all_windows_at_once(windowed):
     assert list(policy.flags_by_domain(texts, ["MEDIA"])) == ["MEDIA"]
 
 
+def public_world(with_public: bool) -> ClassifierPolicy:
+    """AIRLINE texts say "please", MEDIA texts "help", each with a domain word; public texts
+    (no private domain) say both. Per word (window 1)."""
+    airline = [f"please {w}" for w in VOCAB["AIRLINE"]] * 4
+    media = [f"help {w}" for w in VOCAB["MEDIA"]] * 4
+    public = ["please help"] * 12 if with_public else []
+    labels = ["AIRLINE"] * 12 + ["MEDIA"] * 12
+    return ClassifierPolicy.fit(
+        airline + media, labels, bag_of_words, public=public, window=1, stride=1, threshold=0.8
+    )
+
+
+def test_a_public_class_stops_shared_phrasing_from_reading_as_a_domain():
+    text = "please flight help episode"
+    # Without public text, "please" only ever occurs in AIRLINE windows: it reads as AIRLINE.
+    alone = public_world(with_public=False)
+    assert alone.flags(text, "AIRLINE") == [True, True, False, False]
+    assert alone.flags(text, "MEDIA") == [False, False, True, True]
+    # Public dialogs say "please" and "help" as often: only the domain words stay flagged.
+    with_public = public_world(with_public=True)
+    assert with_public.flags(text, "AIRLINE") == [False, True, False, False]
+    assert with_public.flags(text, "MEDIA") == [False, False, False, True]
+    assert with_public.domains == ("AIRLINE", "MEDIA")
+    assert with_public.classes == ("AIRLINE", "MEDIA", NONE)
+    # "please" splits between AIRLINE and NONE (12 windows each, balanced weights).
+    please = with_public.probabilities(["please"])[0]
+    assert please[0] == pytest.approx(please[2], abs=0.05) and please[1] < 0.05
+    loaded = ClassifierPolicy.from_dict(json.loads(json.dumps(with_public.to_dict())), bag_of_words)
+    assert loaded.classes == with_public.classes
+    assert loaded.flags(text, "AIRLINE") == with_public.flags(text, "AIRLINE")
+    with pytest.raises(PrivleakError, match="never trained on domain 'none'; allowed: AIRLINE"):
+        with_public.flags(text, NONE)
+    with pytest.raises(PrivleakError, match="'none' is the class of public text, not a domain"):
+        ClassifierPolicy.fit(["please flight"] * 2, ["AIRLINE", NONE], bag_of_words)
+
+
+def test_each_distinct_window_is_embedded_once(per_word):
+    calls = []
+
+    def counting(texts):
+        calls.append(sorted(texts))
+        return bag_of_words(texts)
+
+    policy = ClassifierPolicy.from_dict(per_word.to_dict(), counting)
+    texts = ["the flight the", "the flight"]
+    assert policy.flags_many(texts, "AIRLINE") == per_word.flags_many(texts, "AIRLINE")
+    assert calls == [["flight", "the"]]
+
+
 def test_keyword_flags_by_domain_are_flags_many():
     policy = KeywordPolicy(KEYWORDS)
     texts = ["a seat and an episode", ""]
@@ -259,12 +309,13 @@ def test_bad_training_data_and_lookups_are_one_line(per_word):
     cases = [
         (
             lambda: ClassifierPolicy.fit(texts[:12], labels[:12], bag_of_words),
-            "classifier policy needs texts of at least 2 domains to train; got ['AIRLINE']",
+            "classifier policy needs texts of at least 2 classes, one a domain, to train; got "
+            "['AIRLINE']",
         ),
         (
             # A domain whose texts have no word gives no window to learn from.
             lambda: ClassifierPolicy.fit(["flight seat", "--"], ["AIRLINE", "MEDIA"], bag_of_words),
-            "needs texts of at least 2 domains to train; got ['AIRLINE']",
+            "needs texts of at least 2 classes, one a domain, to train; got ['AIRLINE']",
         ),
         (
             lambda: ClassifierPolicy.fit(texts, labels[:5], bag_of_words),
@@ -298,14 +349,15 @@ def test_bad_training_data_and_lookups_are_one_line(per_word):
             lambda: ClassifierPolicy.from_dict(
                 {**per_word.to_dict(), "classes": ["AIRLINE", "MEDIA"]}, bag_of_words
             ),
-            "classifier policy coef (3, 15) and intercept (3,) do not fit 2 domains; "
+            "classifier policy coef (3, 15) and intercept (3,) do not fit 2 classes; "
             "expected (1, dim) and (1,)",
         ),
         (
             lambda: ClassifierPolicy.from_dict(
                 {**per_word.to_dict(), "classes": ["AIRLINE"]}, bag_of_words
             ),
-            "classifier policy needs at least 2 distinct domains; got ['AIRLINE']",
+            "classifier policy needs at least 2 distinct classes, one of them a domain; got "
+            "['AIRLINE']",
         ),
     ]
     for call, message in cases:

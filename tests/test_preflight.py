@@ -208,7 +208,7 @@ def test_s3_base_folder_must_exist_unless_train_family_builds_it(cpu_only, tmp_p
 
 def test_s3_dialog_corpus_file_is_checked(cpu_only, tmp_path):
     config = profile("smoke")
-    assert preflight.run(config)[3].endswith("s3 dialogs synthetic")
+    assert preflight.run(config)[3].endswith("s3 dialogs synthetic, s3 public dialogs synthetic")
     source = f"file:{tmp_path / 'multidogo.jsonl'}"
     config["s3"]["smoke"]["corpus"] = {"source": source}
     assert failure(config) == (
@@ -216,6 +216,13 @@ def test_s3_dialog_corpus_file_is_checked(cpu_only, tmp_path):
         "does not exist"
     )
     (tmp_path / "multidogo.jsonl").write_text('{"text": "USER: hi", "domain": "AIRLINE"}\n')
+    assert preflight.run(config)[3].endswith("s3 dialogs file, s3 public dialogs synthetic")
+    public = f"file:{tmp_path / 'public.jsonl'}"
+    config["s3"]["smoke"]["classifier"]["public"] = {"source": public}
+    assert failure(config).startswith(
+        f"params s3.smoke.classifier.public.source = '{public}': file '"
+    )
+    config["s3"]["smoke"]["classifier"]["public"] = None
     assert preflight.run(config)[3].endswith("s3 dialogs file")
 
 

@@ -75,8 +75,18 @@ PARAM_CASES = {
     "delta_one": ("dp.delta", 1.0, "dp.delta = 1.0: must be a number in (0, 1)"),
     "stride_past_window": (
         "classifier.stride", 20,
-        "classifier.stride = 20: must be <= window (12), or words between windows are never "
+        "classifier.stride = 20: must be <= window (2), or words between windows are never "
         "flagged",
+    ),
+    "public_dialogs_of_a_private_domain": (
+        "classifier.public.options.domains", ["FASTFOOD", "MEDIA"],
+        "classifier.public.options.domains = ['FASTFOOD', 'MEDIA']: holds private domains "
+        "(MEDIA); the public class takes dialogs of other domains only",
+    ),
+    "public_dialogs_of_another_generator": (
+        "classifier.public", {"source": "synthetic:enron", "n": 5},
+        "classifier.public.source = 'synthetic:enron': must be synthetic:dialogs, or a file: or "
+        "hf: corpus with fields text, domain",
     ),
     "streams_below_samples": (
         "attack.max_batch_streams", 5,
@@ -195,3 +205,28 @@ def test_a_corpus_the_params_cannot_fit_stops_s3_prepare(project, case):  # noqa
     _untouched(project)
     written = project.root / "data" / "interim" / "s3" / "prepare"
     assert [p.name for p in written.iterdir()] == ["placeholder.txt"]
+
+
+def test_public_dialogs_of_a_private_domain_stop_s3_prepare(project):  # noqa: F811
+    """A `file:` public corpus is only known at run time: one of its dialogs of a private domain
+    stops s3_prepare (before the classifier is fit) with one line naming the slot."""
+    public = project.root / CORPUS_FILE
+    public.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"text": "USER: a burger\nAGENT: the fries", "domain": "FASTFOOD"}] * 3
+    rows += [{"text": "USER: my claim\nAGENT: the policy", "domain": "INSURANCE"}]
+    public.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def edit(tree):
+        tree["s3"]["smoke"]["classifier"]["public"] = {"source": f"file:{CORPUS_FILE}"}
+
+    project.write_params(edit)
+    try:
+        line = _one_error_line(project.run("privleak.stage", "s3_prepare"))
+    finally:
+        public.unlink()
+    assert line.endswith(
+        f"PrivleakError: s3 classifier.public (source 'file:{CORPUS_FILE}') has INSURANCE "
+        "dialogs, but s3.smoke.private_domains makes them private; the public class takes "
+        "dialogs of other domains only (see reports/failed/s3_prepare.ipynb)"
+    ), line
+    _untouched(project)

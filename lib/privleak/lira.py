@@ -466,8 +466,11 @@ def domain_privacy_interval(
     seed: int,
     alpha: float = 0.05,
     pseudocount: float = 0.0,
+    min_units: int = 2,
+    method: str = "percentile",
 ) -> claims.Estimate:
-    """`domain_privacy`'s ratio and its (1 - alpha) percentile bootstrap interval over prompts.
+    """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
+    and method as in `privleak.claims.bootstrap`).
 
     The unit is the prompt: a prompt's samples come from one context, so they are not
     independent, and a drawn prompt brings all of its samples under both models along (the same
@@ -520,6 +523,8 @@ def domain_privacy_interval(
         n_boot=n_boot,
         seed=seed,
         alpha=alpha,
+        min_units=min_units,
+        method=method,
         groups=_codes([*target_prompt_ids, *reference_prompt_ids]),
     )
 
@@ -527,18 +532,24 @@ def domain_privacy_interval(
 # ---------------------------------------------------------------- utility
 
 
-def held_out_perplexity(
+def held_out_nll(
     model, tokenizer, texts: Sequence[str], *, batch_size: int, seq_len: int
-) -> float:
-    """Token-weighted perplexity exp(sum NLL / #scored tokens) of held-out texts.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: its summed NLL [n] float64 (natural log) and its number of scored tokens [n]
+    int64, so perplexity = exp(nll.sum() / tokens.sum()) and held-out texts can be resampled.
 
     Each text is encoded with the tokenizer's special tokens (BOS where it adds one) and cut into
     pieces of <= seq_len tokens exactly as `privleak.training.finetune.chunk_documents` cuts
     training documents; a piece's first token is context only (scoring needs >= 1 prompt token),
-    every other token is scored, so this is exp of the fine-tuning loss on the same pieces. With a
-    BOS-less tokenizer (the family's, GPT-2's) a text's first token is therefore not scored."""
-    require(len(texts) >= 1, "held_out_perplexity needs at least one text")
-    pieces = chunk_documents([_prompt_ids(tokenizer, text) for text in texts], seq_len)
+    every other token is scored, so this is the fine-tuning loss on the same pieces. With a
+    BOS-less tokenizer (the family's, GPT-2's) a text's first token is therefore not scored, and a
+    one-token text scores nothing (0 tokens, NLL 0)."""
+    require(len(texts) >= 1, "held-out NLL needs at least one text")
+    pieces, owners = [], []
+    for i, text in enumerate(texts):
+        for piece in chunk_documents([_prompt_ids(tokenizer, text)], seq_len):
+            pieces.append(piece)
+            owners.append(i)
     require(len(pieces) >= 1, "no text has >= 2 tokens: nothing to score")
     logprobs = continuation_logprobs(
         model,
@@ -547,5 +558,17 @@ def held_out_perplexity(
         batch_size=batch_size,
         pad_id=_pad_id(tokenizer),
     )
-    total = math.fsum(-float(row.double().sum()) for row in logprobs)
-    return math.exp(total / sum(len(row) for row in logprobs))
+    nll, tokens = np.zeros(len(texts)), np.zeros(len(texts), dtype=np.int64)
+    for i, row in zip(owners, logprobs, strict=True):
+        nll[i] += -float(row.double().sum())
+        tokens[i] += len(row)
+    return nll, tokens
+
+
+def held_out_perplexity(
+    model, tokenizer, texts: Sequence[str], *, batch_size: int, seq_len: int
+) -> float:
+    """Token-weighted perplexity exp(sum NLL / #scored tokens) of held-out texts, scored as
+    `held_out_nll` scores them."""
+    nll, tokens = held_out_nll(model, tokenizer, texts, batch_size=batch_size, seq_len=seq_len)
+    return math.exp(math.fsum(nll) / int(tokens.sum()))

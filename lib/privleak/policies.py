@@ -11,8 +11,11 @@ Two policies with one interface (Policy):
   occurrence of one of d's hand-crafted keywords or phrases.
 - ClassifierPolicy, the paper's Sequence Classification: where the paper fine-tunes RoBERTa, we
   fit a logistic regression on sentence embeddings (MiniLM in the pipeline) of word windows
-  labelled with their text's domain; a word is sensitive for d when a window containing it is
-  classified as d with probability above a threshold.
+  labelled with their text's domain, plus a NONE class of windows from public text (dialogs of
+  domains that are not private); a word is sensitive for d when a window containing it is
+  classified as d with probability above a threshold. The NONE class is what lets the classifier
+  tell domain-specific content from the greetings, names and phrasing every customer-service
+  dialog shares: without it, such text is still assigned to some private domain.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from privleak.errors import PrivleakError, require
 
 WORD = re.compile(r"\w+")
 MASK = "<MASK>"
+NONE = "none"  # the classifier's class of windows sensitive for no domain (public text)
 # Maps n texts to their embeddings [n, dim].
 Embed = Callable[[list[str]], np.ndarray]
 _CLASSIFIER_KEYS = ("classes", "coef", "intercept", "window", "stride", "threshold")
@@ -143,23 +147,28 @@ def _cut(texts: Sequence[str], window: int, stride: int) -> tuple[list, list, li
 
 
 def _embedded(embed: Embed, texts: list[str]) -> np.ndarray:
-    vectors = np.asarray(embed(texts), dtype=np.float64)
+    """[len(texts), dim] embeddings, each distinct text embedded once (short windows repeat)."""
+    unique, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+    vectors = np.asarray(embed([str(text) for text in unique]), dtype=np.float64)
     require(
-        vectors.ndim == 2 and len(vectors) == len(texts),
-        f"embed returned an array of shape {vectors.shape} for {len(texts)} texts; "
-        f"expected ({len(texts)}, dim)",
+        vectors.ndim == 2 and len(vectors) == len(unique),
+        f"embed returned an array of shape {vectors.shape} for {len(unique)} texts; "
+        f"expected ({len(unique)}, dim)",
     )
-    return vectors
+    return vectors[inverse.ravel()]
 
 
 class ClassifierPolicy:
-    """A linear domain classifier over embeddings of word windows (width `window`, a new one
-    every `stride` words). A word is flagged for domain d when the largest probability of d
-    over the windows containing it exceeds `threshold`.
+    """A linear classifier over embeddings of word windows (width `window`, a new one every
+    `stride` words) whose classes are the domains and, optionally, NONE (public text). A word is
+    flagged for domain d when the largest probability of d over the windows containing it
+    exceeds `threshold`.
 
     Max, not mean, over a word's windows: a leak check should err towards recall, and one
     window that reads as domain d is evidence enough (the paper's RoBERTa policy is the one
-    with the higher recall). With max, a higher threshold flags a subset of the words."""
+    with the higher recall). With max, a higher threshold flags a subset of the words, and a
+    wider window flags a domain word's neighbours too: short windows (the official code
+    classifies 1- and 2-grams) keep the flags on the domain-specific words themselves."""
 
     def __init__(
         self,
@@ -175,8 +184,11 @@ class ClassifierPolicy:
         _check_settings(window, stride, threshold)
         classes = list(classes)
         require(
-            len(classes) >= 2 and len(set(classes)) == len(classes),
-            f"classifier policy needs at least 2 distinct domains; got {classes!r}",
+            len(classes) >= 2
+            and len(set(classes)) == len(classes)
+            and any(c != NONE for c in classes),
+            f"classifier policy needs at least 2 distinct classes, one of them a domain; "
+            f"got {classes!r}",
         )
         coef = np.asarray(coef, dtype=np.float64)
         intercept = np.asarray(intercept, dtype=np.float64)
@@ -185,10 +197,11 @@ class ClassifierPolicy:
         require(
             coef.ndim == 2 and coef.shape[0] == rows and intercept.shape == (rows,),
             f"classifier policy coef {coef.shape} and intercept {intercept.shape} do not fit "
-            f"{len(classes)} domains; expected ({rows}, dim) and ({rows},)",
+            f"{len(classes)} classes; expected ({rows}, dim) and ({rows},)",
         )
         self.embed = embed
-        self.domains = tuple(classes)
+        self.classes = tuple(classes)
+        self.domains = tuple(c for c in classes if c != NONE)
         self.coef, self.intercept = coef, intercept
         self.window, self.stride, self.threshold = window, stride, threshold
 
@@ -199,29 +212,37 @@ class ClassifierPolicy:
         domains: Sequence[str],
         embed: Embed,
         *,
+        public: Sequence[str] = (),
         window: int = 12,
         stride: int = 6,
         threshold: float = 0.5,
         C: float = 10.0,
         max_iter: int = 1000,
     ) -> ClassifierPolicy:
-        """Fit on the windows of texts, each labelled with its text's domain (texts without a
-        word give none). One embed call for all windows. C is scikit-learn's inverse L2
-        strength: unit-norm sentence embeddings need weak regularisation to reach confident
-        probabilities."""
+        """Fit on the windows of texts, each labelled with its text's domain, and the windows of
+        `public` texts (sensitive for no domain), labelled NONE; texts without a word give none.
+        One embed call for all windows. C is scikit-learn's inverse L2 strength: unit-norm
+        sentence embeddings need weak regularisation to reach confident probabilities."""
         _check_settings(window, stride, threshold)
         require(
             len(texts) == len(domains),
             f"classifier policy fit: {len(texts)} texts but {len(domains)} domain labels",
         )
+        require(
+            NONE not in domains,
+            f"classifier policy fit: {NONE!r} is the class of public text, not a domain; pass "
+            "public texts as public=",
+        )
+        texts, labels = [*texts, *public], [*domains, *[NONE] * len(public)]
         _, windows, chunks = _cut(texts, window, stride)
-        labels = [d for d, ranges in zip(domains, windows, strict=True) for _ in ranges]
+        labels = [d for d, ranges in zip(labels, windows, strict=True) for _ in ranges]
         seen = sorted(set(labels))
         require(
-            len(seen) >= 2,
-            f"classifier policy needs texts of at least 2 domains to train; got {seen}",
+            len(seen) >= 2 and seen != [NONE],
+            f"classifier policy needs texts of at least 2 classes, one a domain, to train; got "
+            f"{seen}",
         )
-        # Balanced weights, so a domain with more text does not lower the others' probabilities.
+        # Balanced weights, so a class with more text does not lower the others' probabilities.
         model = LogisticRegression(C=C, max_iter=max_iter, class_weight="balanced")
         vectors = _embedded(embed, chunks)
         # One BLAS thread: the problem is small, and on shared cores threads slow lbfgs ~30x.
@@ -238,9 +259,9 @@ class ClassifierPolicy:
         )
 
     def probabilities(self, texts: list[str]) -> np.ndarray:
-        """Domain probabilities [len(texts), len(domains)], columns in domains order."""
+        """Class probabilities [len(texts), len(classes)], columns in classes order."""
         if not texts:
-            return np.zeros((0, len(self.domains)))
+            return np.zeros((0, len(self.classes)))
         vectors = _embedded(self.embed, texts)
         require(
             vectors.shape[1] == self.coef.shape[1],
@@ -248,7 +269,7 @@ class ClassifierPolicy:
             f"on {self.coef.shape[1]}-dim ones; use the embedder it was trained with",
         )
         logits = vectors @ self.coef.T + self.intercept
-        if len(self.domains) == 2:
+        if len(self.classes) == 2:
             logits = np.hstack([np.zeros_like(logits), logits])
         return softmax(logits, axis=1)
 
@@ -267,18 +288,18 @@ class ClassifierPolicy:
         domains = self.domains if domains is None else list(domains)
         for domain in domains:
             _check_domain("classifier policy was never trained on domain", self.domains, domain)
-        columns = [self.domains.index(domain) for domain in domains]
+        columns = [self.classes.index(domain) for domain in domains]
         words = [best[:, columns] > self.threshold for best in self.word_probabilities(texts)]
         return {d: [flags[:, k].tolist() for flags in words] for k, d in enumerate(domains)}
 
     def word_probabilities(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Per text, each word's largest domain probabilities over the windows containing it
-        [n_words, len(domains)]. The windows of all texts share one embed call."""
+        """Per text, each word's largest class probabilities over the windows containing it
+        [n_words, len(classes)]. The windows of all texts share one embed call."""
         spans, windows, chunks = _cut(texts, self.window, self.stride)
         probabilities = self.probabilities(chunks)
         out, at = [], 0
         for s, ranges in zip(spans, windows, strict=True):
-            best = np.zeros((len(s), len(self.domains)))
+            best = np.zeros((len(s), len(self.classes)))
             for a, b in ranges:
                 best[a:b] = np.maximum(best[a:b], probabilities[at])
                 at += 1
@@ -288,7 +309,7 @@ class ClassifierPolicy:
     def to_dict(self) -> dict:
         """JSON-able settings and weights; from_dict(to_dict(), embed) flags identically."""
         return {
-            "classes": list(self.domains),
+            "classes": list(self.classes),
             "coef": self.coef.tolist(),
             "intercept": self.intercept.tolist(),
             "window": self.window,

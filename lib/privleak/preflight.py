@@ -9,9 +9,9 @@ and the exit status is 2 (0 and a short summary when everything is in place):
    already in data/models), an existing local folder, or a hub id that the local HF cache holds
    or (unless HF_HUB_OFFLINE=1) the hub answers for; `family` and an S3 base under data/family/
    are trained by train_family;
-3. corpora: every `file:` corpus (the data slots and S3's dialogs) exists and is readable; every
-   `hf:` dataset is a local folder, in the local HF caches, or (online) on the hub at its pinned
-   revision;
+3. corpora: every `file:` corpus (the data slots, S3's dialogs and its public dialogs) exists and
+   is readable; every `hf:` dataset is a local folder, in the local HF caches, or (online) on the
+   hub at its pinned revision;
 4. S1 sequences: a `file:` sequence list exists and is readable.
 """
 
@@ -280,9 +280,13 @@ def run(params: dict) -> list[str]:
     sources = [
         f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
     ]
-    dialogs = _block(params, "s3", profile).get("corpus")
-    if dialogs is not None:
-        sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', dialogs)}")
+    s3 = _block(params, "s3", profile)
+    if s3.get("corpus") is not None:
+        sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', s3['corpus'])}")
+    public = (s3.get("classifier") or {}).get("public")
+    if public is not None:
+        key = f"s3.{profile}.classifier.public"
+        sources.append(f"s3 public dialogs {check_corpus(key, public)}")
     sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
     if isinstance(sequences, str) and sequences.startswith("file:"):
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"

@@ -987,6 +987,7 @@ class S3Classifier(Strict):  # privleak.policies.ClassifierPolicy over word wind
     stride: Annotated[int, COUNT]
     threshold: Annotated[float, PROBABILITY]
     embed_batch_size: Annotated[int, COUNT]
+    public: Slot | None  # dialogs of no private domain: the "none" class (null: no such class)
 
     @model_validator(mode="after")
     def _stride(self) -> Self:
@@ -1115,6 +1116,24 @@ class S3(Strict):
                         "corpus.options.domains",
                         value=held,
                     )
+        public = self.classifier.public
+        if public is not None and public.source.startswith("synthetic:"):
+            if public.source != "synthetic:dialogs":
+                raise _fail(
+                    "must be synthetic:dialogs, or a file: or hf: corpus with fields "
+                    + ", ".join(S3_CORPUS_FIELDS),
+                    "classifier.public.source",
+                    value=public.source,
+                )
+            held = (public.options or {}).get("domains", list(DIALOG_DOMAINS))
+            private = [d for d in held if d in self.private_domains]
+            if private:
+                raise _fail(
+                    f"holds private domains ({', '.join(private)}); the public class takes "
+                    "dialogs of other domains only",
+                    "classifier.public.options.domains",
+                    value=held,
+                )
         return self
 
 
