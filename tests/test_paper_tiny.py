@@ -37,6 +37,7 @@ import torch
 import yaml
 from tokenizers import processors
 
+from privleak.data.dialogs import PUBLIC_DOMAINS
 from privleak.data.medical import document_text
 from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
@@ -71,6 +72,10 @@ STAGES = [
     "s2_index",
     "s2_generate",
     "render_s2",
+    "s3_prepare",
+    "s3_train",
+    "s3_attack",
+    "render_s3",
     "render_claims",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
@@ -316,6 +321,7 @@ def paper_root(tmp_path_factory) -> Path:
     word_tokenizer(add_bos=False).save_pretrained(factkb)
     reranker = _save_cross_encoder(root, s2_texts)
     params = _paper_params(root, lms, hub, str(factkb), _save_chat_lm(root), s2_hub, reranker)
+    _s3_paper_params(root, params)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for stage in STAGES:
         _run_stage(root, stage)
@@ -536,6 +542,9 @@ S3_DIALOGS, S3_PROMPTS, S3_SAMPLES = 60, 2, 3
 S3_CORPUS = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["corpus"][
     "source"
 ].removeprefix("file:")
+S3_PUBLIC = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["classifier"][
+    "public"
+]["source"].removeprefix("file:")
 S3_STAGES = ["s3_prepare", "s3_train", "s3_attack", "render_s3"]
 
 
@@ -554,31 +563,28 @@ def _save_tiny_gpt2(root: Path, texts: list[str]) -> str:
     return str(folder)
 
 
-@pytest.fixture(scope="module")
-def s3_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("paper_tiny_s3")
-    shutil.copytree(REPO / "notebooks", root / "notebooks")
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+def _s3_paper_params(root: Path, params: dict) -> None:
+    """The paper profile's S3 slots filled with local stand-ins: a `file:` MultiDoGo-like dialog
+    corpus and its public-domain companion, and a tiny GPT-2 as the pretrained base."""
     options = {"domains": ["AIRLINE", "MEDIA", "INSURANCE"], "turns": [3, 4]}
     records, _ = generate("dialogs", S3_DIALOGS, 7, options)
-    write_jsonl(
-        [{key: r[key] for key in ("id", "domain", "text")} for r in records], root / S3_CORPUS
-    )
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["profile"] = "paper"
-    params["models"]["paper"] |= {"embedder": "all-minilm-l6-v2", "device": "cpu"}
+    public, _ = generate("dialogs", S3_DIALOGS // 2, 8, options | {"domains": list(PUBLIC_DOMAINS)})
+    for rows, path in ((records, S3_CORPUS), (public, S3_PUBLIC)):
+        write_jsonl([{key: r[key] for key in ("id", "domain", "text")} for r in rows], root / path)
     s3 = params["s3"]["paper"]
-    s3["base"] = _save_tiny_gpt2(root, [r["text"] for r in records])
-    s3["classifier"] |= {"stride": s3["classifier"]["window"], "embed_batch_size": 64}
+    s3["base"] = _save_tiny_gpt2(root, [r["text"] for r in records + public])
+    s3["classifier"] |= {"embed_batch_size": 64}
     s3["train"] |= {"epochs": 1, "batch_size": 8, "seq_len": 128, "learning_rate": 1.0e-3}
     s3["dp"] |= {"batch_size": 8, "learning_rate": 1.0e-3}
     s3["attack"] |= {"prompts": S3_PROMPTS, "samples": S3_SAMPLES, "max_new_tokens": 8,
                      "max_batch_streams": 2 * S3_SAMPLES, "batch_size": 8}  # fmt: skip
     s3["render"]["n_boot"] = 100
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for stage in S3_STAGES:
-        _run_stage(root, stage)
-    return root
+
+
+@pytest.fixture(scope="module")
+def s3_root(paper_root) -> Path:
+    """S3 runs in the paper-profile project itself: render_claims reads its artifacts too."""
+    return paper_root
 
 
 def test_s3_writes_its_declared_outputs_and_fig1(s3_root):
