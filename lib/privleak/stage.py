@@ -233,7 +233,16 @@ def _papermill(notebook, executed: Path, values: dict, timeout: float | None) ->
         cwd=str(paths.ROOT),
         progress_bar=False,
         log_output=False,
-        config=Config({"KernelManager": {"transport_encryption": encryption}}),
+        config=Config(
+            {
+                "KernelManager": {
+                    "transport_encryption": encryption,
+                    # After its shutdown reply the kernel only tears down its interpreter (~1-3 s
+                    # with torch and a model loaded, at every stage): SIGTERM it after 0.5 s.
+                    "shutdown_wait_time": 1.0,
+                },
+            }
+        ),
         # jupyter_client interrupts the kernel before shutting it down, and ipykernel logs that
         # KeyboardInterrupt (or its closed sockets, if it was busy) at ERROR on the console.
         # The kernel's own log is about its messaging, never about the notebook's cells.
