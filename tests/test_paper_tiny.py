@@ -352,7 +352,7 @@ def test_every_stage_writes_its_declared_outputs(paper_root):
 
 
 def test_every_figure_is_written_in_every_format(paper_root):
-    for folder in ("s0", "s1", "s2"):
+    for folder in ("s0", "s1", "s2", "s3"):
         stems = {p.stem for p in (paper_root / "figures" / folder).glob("*.png")}
         assert stems, f"figures/{folder} has no figure"
         for stem in stems:
@@ -545,7 +545,6 @@ S3_CORPUS = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["c
 S3_PUBLIC = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["classifier"][
     "public"
 ]["source"].removeprefix("file:")
-S3_STAGES = ["s3_prepare", "s3_train", "s3_attack", "render_s3"]
 
 
 def _save_tiny_gpt2(root: Path, texts: list[str]) -> str:
@@ -585,26 +584,6 @@ def _s3_paper_params(root: Path, params: dict) -> None:
 def s3_root(paper_root) -> Path:
     """S3 runs in the paper-profile project itself: render_claims reads its artifacts too."""
     return paper_root
-
-
-def test_s3_writes_its_declared_outputs_and_fig1(s3_root):
-    code = (
-        "from privleak import params; import json; "
-        f"print(json.dumps({{s: [str(p) for p in params.stage_outputs(s)] for s in {S3_STAGES}}}))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=os.environ | {"PRIVLEAK_ROOT": str(s3_root), "PYTHONPATH": str(REPO / "lib")},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    for stage, outputs in json.loads(done.stdout).items():
-        for output in map(Path, outputs):
-            assert output.exists(), f"{stage} did not write {output}"
-            assert output.is_file() or any(output.iterdir()), f"{stage}: {output} is empty"
-    for suffix in ("png", "pdf"):
-        assert (s3_root / "figures" / "s3" / f"s3_fig1.{suffix}").exists()
 
 
 def test_s3_trains_every_target_per_policy_from_the_gpt2_base(s3_root):
