@@ -73,6 +73,14 @@ def test_paper_models_listed_include_every_hub_model():
     assert keys["s1.paper.public.model"] == "meta-llama/Llama-2-7b-hf"
     assert keys["s0.paper.bertscore.model"] == "roberta-large"
     assert keys["s0.paper.faithfulness"] == "bunsenstraat/FactKB"
+    assert keys["s2.paper.lm"] == "EleutherAI/pythia-6.9b"
+    assert keys["s2.paper.retrieval.reranker"] == "BAAI/bge-reranker-large"
+    assert keys["s4.paper.lm"] == "microsoft/Phi-3-mini-4k-instruct"
+
+
+def test_tfidf_reranker_is_not_a_model():
+    keys = {key for key, _, _ in preflight.model_params(profile("embedded"), "embedded")}
+    assert "s2.embedded.lm" in keys and "s2.embedded.retrieval.reranker" not in keys
 
 
 def test_online_hub_model_is_asked_with_a_head(monkeypatch, cpu_only):
@@ -208,7 +216,7 @@ def test_s3_base_folder_must_exist_unless_train_family_builds_it(cpu_only, tmp_p
 
 def test_s3_dialog_corpus_file_is_checked(cpu_only, tmp_path):
     config = profile("smoke")
-    assert preflight.run(config)[3].endswith("s3 dialogs synthetic, s3 public dialogs synthetic")
+    assert "s3 dialogs synthetic, s3 public dialogs synthetic" in preflight.run(config)[3]
     source = f"file:{tmp_path / 'multidogo.jsonl'}"
     config["s3"]["smoke"]["corpus"] = {"source": source}
     assert failure(config) == (
@@ -216,14 +224,35 @@ def test_s3_dialog_corpus_file_is_checked(cpu_only, tmp_path):
         "does not exist"
     )
     (tmp_path / "multidogo.jsonl").write_text('{"text": "USER: hi", "domain": "AIRLINE"}\n')
-    assert preflight.run(config)[3].endswith("s3 dialogs file, s3 public dialogs synthetic")
+    assert "s3 dialogs file, s3 public dialogs synthetic" in preflight.run(config)[3]
     public = f"file:{tmp_path / 'public.jsonl'}"
     config["s3"]["smoke"]["classifier"]["public"] = {"source": public}
     assert failure(config).startswith(
         f"params s3.smoke.classifier.public.source = '{public}': file '"
     )
     config["s3"]["smoke"]["classifier"]["public"] = None
-    assert preflight.run(config)[3].endswith("s3 dialogs file")
+    assert "s3 dialogs file, s4 corpus synthetic" in preflight.run(config)[3]
+
+
+@pytest.mark.parametrize(
+    ("group", "key"), [("s2", "corpora.enron"), ("s4", "corpus")], ids=["s2", "s4"]
+)
+def test_rag_corpus_files_are_checked(cpu_only, tmp_path, group, key):
+    """S2's corpora and S4's corpus are checked like every data slot, before DVC runs."""
+    config = profile("smoke")
+    block = config[group]["smoke"]
+    *parents, last = key.split(".")
+    for part in parents:
+        block = block[part]
+    source = f"file:{tmp_path / 'corpus.jsonl'}"
+    block[last] = {"source": source}
+    assert failure(config) == (
+        f"params {group}.smoke.{key}.source = '{source}': file '{tmp_path / 'corpus.jsonl'}' "
+        "does not exist"
+    )
+    (tmp_path / "corpus.jsonl").write_text('{"text": "a record"}\n')
+    summary = preflight.run(config)[3]
+    assert f"{group} {key.split('.')[-1]} file" in summary
 
 
 @pytest.mark.skipif(

@@ -5,13 +5,14 @@ Checks, in this order; the first failure is printed as one line naming the param
 and the exit status is 2 (0 and a short summary when everything is in place):
 1. devices: every `device` param of the profile (models.<p>.device, s1.<p>.scores.device, ...)
    exists on this machine;
-2. models: every model the profile names is an embedded name (listed in models.<p>.prepare or
+2. models: every model the profile names (the S0/S1/S2/S4 LMs, embedders, S2's cross-encoder
+   reranker, S3's base) is an embedded name (listed in models.<p>.prepare or
    already in data/models), an existing local folder, or a hub id that the local HF cache holds
    or (unless HF_HUB_OFFLINE=1) the hub answers for; `family` and an S3 base under data/family/
    are trained by train_family;
-3. corpora: every `file:` corpus (the data slots, S3's dialogs and its public dialogs) exists and
-   is readable; every `hf:` dataset is a local folder, in the local HF caches, or (online) on the
-   hub at its pinned revision;
+3. corpora: every `file:` corpus (the data slots, S2's corpora, S3's dialogs and its public
+   dialogs, S4's corpus) exists and is readable; every `hf:` dataset is a local folder, in the
+   local HF caches, or (online) on the hub at its pinned revision;
 4. S1 sequences: a `file:` sequence list exists and is readable.
 """
 
@@ -31,6 +32,7 @@ from privleak import params as params_module
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
 from privleak.schema import FAMILY_DIR
+from privleak.vector_store import TFIDF
 
 HUB_TIMEOUT_S = 5.0
 _DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
@@ -70,10 +72,12 @@ def trained_base(params: dict, profile: str) -> str | None:
 
 def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     """(key, name, loaded_by_models_load) of every model the profile names; the S1 name
-    `family` and an S3 base under data/family/ (trained in-pipeline) are left out."""
+    `family`, an S3 base under data/family/ (trained in-pipeline) and S2's TF-IDF reranker (no
+    model) are left out."""
     p = profile
     lm = _block(params, "models", p)
     s0, s1, s3 = _block(params, "s0", p), _block(params, "s1", p), _block(params, "s3", p)
+    s2, s4 = _block(params, "s2", p), _block(params, "s4", p)
     found = [(f"models.{p}.{key}", lm[key], key == "lm") for key in ("lm", "embedder") if key in lm]
     found += [(f"s0.{p}.lms[{i}]", name, True) for i, name in enumerate(s0.get("lms") or [])]
     bertscore = s0.get("bertscore") or {}
@@ -88,6 +92,11 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     public = (s1.get("public") or {}).get("model")
     if public:
         found.append((f"s1.{p}.public.model", public, True))
+    found += [(f"{group}.{p}.lm", block["lm"], True) for group, block in (("s2", s2), ("s4", s4))
+              if "lm" in block]
+    reranker = (s2.get("retrieval") or {}).get("reranker")
+    if reranker is not None and reranker != TFIDF:
+        found.append((f"s2.{p}.retrieval.reranker", reranker, False))
     if "base" in s3 and trained_base(params, p) is None:
         found.append((f"s3.{p}.base", s3["base"], True))
     return found
@@ -280,6 +289,11 @@ def run(params: dict) -> list[str]:
     sources = [
         f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
     ]
+    s2_corpora = _block(params, "s2", profile).get("corpora") or {}
+    sources += [
+        f"s2 {name} {check_corpus(f's2.{profile}.corpora.{name}', spec)}"
+        for name, spec in s2_corpora.items()
+    ]
     s3 = _block(params, "s3", profile)
     if s3.get("corpus") is not None:
         sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', s3['corpus'])}")
@@ -287,6 +301,9 @@ def run(params: dict) -> list[str]:
     if public is not None:
         key = f"s3.{profile}.classifier.public"
         sources.append(f"s3 public dialogs {check_corpus(key, public)}")
+    s4_corpus = _block(params, "s4", profile).get("corpus")
+    if s4_corpus is not None:
+        sources.append(f"s4 corpus {check_corpus(f's4.{profile}.corpus', s4_corpus)}")
     sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
     if isinstance(sequences, str) and sequences.startswith("file:"):
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
