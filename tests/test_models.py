@@ -67,6 +67,23 @@ def test_smollm2_gguf_ships_in_the_wheel():
     assert (models.smollm2_gguf_folder() / models.SMOLLM2_GGUF).stat().st_size > 50_000_000
 
 
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "HF_HUB_OFFLINE"])
+def test_prepared_tokenizer_config_does_not_depend_on_hub_offline_mode(
+    monkeypatch, tmp_path, offline
+):
+    """transformers writes the load's local_files_only into tokenizer_config.json and forces it
+    on under HF_HUB_OFFLINE, so data/models differed between a `make` shell and a plain one."""
+    import json
+
+    import transformers.tokenization_utils_base as tokenization
+
+    monkeypatch.setattr(tokenization, "is_offline_mode", lambda: offline)
+    tokenizer = models.smollm2_gguf_tokenizer(models.smollm2_gguf_folder())
+    tokenizer.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config.get("local_files_only") is True
+
+
 def test_context_window_reads_the_config():
     assert models.context_window(tiny_llama(window=48)) == 48
 

