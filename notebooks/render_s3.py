@@ -66,6 +66,7 @@ leaked = [c.removeprefix("nll_without_") for c in samples.columns if c.startswit
 references = log.dropna(subset=["without"]).set_index("without")["model"].to_dict()
 masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
 masked_share = (masked["words_masked"] / masked["words"]).to_dict()
+level = f"{100 * (1 - render['alpha']):g} %"  # the intervals' confidence level, for captions
 print(f"prompted domain {domain}; leaked domains {leaked}; references {references}")
 
 
@@ -244,8 +245,8 @@ for ax in axes[1:]:
 outside_legend(fig, axes[0], title="target", below=True)
 fig.suptitle(
     f"S3 Fig. 1: LiRa success rate vs test perplexity ({domain} prompts; lower is better on "
-    f"both axes; 2x: double training cost)\n95 % bootstrap intervals over prompts (exact binomial "
-    "bound over prompts at 0 successes)"
+    f"both axes; 2x: double training cost)\n{level} bootstrap intervals over prompts (exact "
+    "binomial bound over prompts at 0 successes)"
 )
 save_figure(fig, FIG / "s3_fig1", FORMATS)
 
@@ -277,8 +278,8 @@ save_table(
     csv_only=[c for c in table.columns if c not in columns],
     note=f"S3 Fig. 1's data: per policy and target, the LiRa success rate on {domain} prompts "
     f"(one selected sample per prompt and leaked domain, {', '.join(leaked)}; successes / "
-    "non-empty samples) with a 95 % bootstrap interval over prompts (at 0 successes [0, an exact "
-    "binomial bound over prompts], where every resample reads 0), test perplexity, and "
+    f"non-empty samples) with a {level} bootstrap interval over prompts (at 0 successes [0, an "
+    "exact binomial bound over prompts], where every resample reads 0), test perplexity, and "
     f"domain privacy C per leaked domain (leak rate of the target / of M_(D without d_j), "
     f"add-{render['pseudocount']:g} rates). relative_cost: training tokens / Public's; "
     "train_masked_share: the share of train words the policy masked in the model's data.",

@@ -384,7 +384,7 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
     level = f"{100 * (1 - alpha):g} %"
     tally = ", ".join(f"{n} {v}" for v, n in counts(claims).items())
     lines = [
-        "# Claims of S0, S1 and S4: verdicts from the cached artifacts",
+        "# Claims of S0, S1, S2, S3 and S4: verdicts from the cached artifacts",
         "",
         f"{len(frame)} claims: {tally}. Effect [{level} bootstrap interval over the units]; a "
         "claim is reproduced when the interval excludes the null on the paper's side "
