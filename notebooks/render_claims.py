@@ -12,9 +12,10 @@
 # Claims about a model trained here need an interval over training seeds too (DESIGN §8). S1's
 # claims on the in-pipeline family resample training runs and sequences as crossed factors (the
 # family and its retrained runs from train_family_seeds, scored by s1_scores and s1_seeds) when
-# there are at least min_units runs. Claims whose artifacts hold one training run (S0's family
-# and fine-tuned model, S1's n-ISP, S3's fine-tuned targets) stay inconclusive, and their note
-# says what the interval over units alone would read. Guarantees (bounded CID, the n-ISP
+# there are at least min_units runs, and S3's claims do so for the targets' runs of s3_train
+# (`s3.seeds`). Claims whose artifacts hold fewer runs (S0's family and fine-tuned model, S1's
+# n-ISP, S3 with `s3.seeds` < min_units) stay inconclusive, and their note says what the
+# interval over units alone would read. Guarantees (bounded CID, the n-ISP
 # bound) are checked on every unit instead: one violation contradicts them.
 
 # %% tags=["parameters"]
@@ -1163,8 +1164,11 @@ add(
 # test dialog, scored by every model, so a perplexity contrast is a paired difference of
 # token-weighted mean NLL (log perplexity) over the drawn dialogs.
 #
-# Every target is one fine-tuning run, so each claim needs an interval over training seeds and
-# stays inconclusive here whatever the prompts say (the note gives that reading). The classifier
+# Each claim compares fine-tuned targets, so it needs an interval over training runs (DESIGN §8):
+# with `s3.seeds` >= claims.min_units runs, runs and prompts (or dialogs) are resampled as
+# crossed factors, run k of one target paired with run k of the other (both trained with seed +
+# k) and every run's samples of a prompt with the one reference's; with fewer runs, each claim
+# stays inconclusive whatever the prompts say (the note gives that reading). The classifier
 # policy stands in for the paper's RoBERTa (MiniLM windows + logistic regression), and the
 # embedded profile fine-tunes a tiny family model on synthetic dialogs, not GPT-2 on MultiDoGo: the
 # "For RoBERTa" claims test the stand-in, in every profile. The smoke profile's few prompts give
@@ -1184,13 +1188,32 @@ ONLY, POLICIES3 = f"{domain} Only", ("keyword", "classifier")
 REDACTED3 = ("Pub+Redacted", "JFT", "Redaction Schedule")  # trained on redacted data, in part
 TARGETS3 = (ONLY, "Public", "Private", *REDACTED3)
 STAND_IN = "the classifier policy is a MiniLM + logistic-regression stand-in for RoBERTa"
+s3_runs = sorted(s3_log["run"].unique())
+s3_crossed = len(s3_runs) >= claims["min_units"]
+print(f"S3: {len(s3_runs)} training runs; runs x prompts resampled: {s3_crossed}")
+S3_MISSING = "" if s3_crossed else SEEDS + f"; the artifacts hold {len(s3_runs)}"
+s3_used = s3_runs if s3_crossed else [0]
 
 
-def s3_model(target: str, policy: str) -> str:
-    """The model of `target` under `policy` (its own redacted version where it has one)."""
+def s3_model(target: str, policy: str, run: int = 0) -> str:
+    """The model of `target` under `policy` (its own redacted version where it has one) in
+    training run `run`."""
     of_policy = s3_log["policy"].isna() | (s3_log["policy"] == policy)
-    rows = s3_log[(s3_log["target"] == target) & of_policy]
+    rows = s3_log[(s3_log["target"] == target) & of_policy & (s3_log["run"] == run)]
     return rows["model"].iloc[0] if len(rows) == 1 else ""
+
+
+def s3_units(units: str) -> str:
+    return f"{units} x {len(s3_runs)} training runs" if s3_crossed else units
+
+
+def s3_boot(per_run: list[pd.DataFrame], statistic) -> Estimate:
+    """Bootstrap of the rows of s3_used's runs (one frame per run, indexed by unit), over
+    units, crossed with runs when s3_crossed."""
+    rows = pd.concat(per_run, keys=s3_used, names=["run", "unit"])
+    crossing = {"runs": rows.index.get_level_values("run")} if s3_crossed else {}
+    groups = rows.index.get_level_values("unit")
+    return boot(rows.to_numpy(dtype=float), statistic, groups=groups, **crossing)
 
 
 def s3_slug(name: str) -> str:
@@ -1215,15 +1238,18 @@ def ratio_difference(rows: np.ndarray) -> float:
 
 
 def s3_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
-    """Success rate of (target, policy) b minus a's, paired per prompt."""
-    if not (s3_model(*a) and s3_model(*b)):
+    """Success rate of (target, policy) b minus a's, paired per prompt (and run)."""
+    if not all(s3_model(*side, run) for side in (a, b) for run in s3_used):
         return NONE
-    sides = [prompt_successes(s3_model(*side), side[1]) for side in (a, b)]
-    return boot(pd.concat(sides, axis=1).dropna().to_numpy(dtype=float), ratio_difference)
+    per_run = [
+        pd.concat([prompt_successes(s3_model(*side, run), side[1]) for side in (a, b)], axis=1)
+        for run in s3_used
+    ]
+    return s3_boot(per_run, ratio_difference)
 
 
-def s3_add(claim_id: str, estimate: Estimate, **fields) -> None:
-    add(claim_id, estimate, paper=PAPER3, missing=ONE_RUN, **fields)
+def s3_add(claim_id: str, estimate: Estimate, *, unit: str, **fields) -> None:
+    add(claim_id, estimate, paper=PAPER3, missing=S3_MISSING, unit=s3_units(unit), **fields)
 
 
 for target in TARGETS3:
@@ -1270,7 +1296,9 @@ for policy in POLICIES3:
             direction="-",
             unit="attack prompts",
         )
-    public3 = s3_samples[s3_samples["model"] == s3_model("Public", policy)]
+    public_runs = {s3_model("Public", policy, run): run for run in s3_used}
+    public3 = s3_samples[s3_samples["model"].isin(public_runs)]
+    crossing = {"target_runs": public3["model"].map(public_runs).tolist()} if s3_crossed else {}
     for j in leaked3:
         reference3 = s3_samples[s3_samples["model"] == references3[j]]
         s3_add(
@@ -1284,6 +1312,7 @@ for policy in POLICIES3:
                 reference3["prompt_id"].tolist(),
                 pseudocount=pseudocount,
                 **claims,
+                **crossing,
             ),
             quote="Vanilla finetuning like Public is insufficient for domain privacy.",
             where="Results; the definition of C-domain privacy",
@@ -1295,21 +1324,24 @@ for policy in POLICIES3:
         )
 
 
-def ppl_contrast(a: str, b: str) -> Estimate:
-    """Log test perplexity of model b minus model a's (rows [NLL, tokens] per dialog), paired
-    per held-out dialog."""
-    if not (a and b):
+def ppl_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
+    """Log test perplexity of (target, policy) b minus a's (rows [NLL, tokens] per dialog),
+    paired per held-out dialog (and run)."""
+    if not all(s3_model(*side, run) for side in (a, b) for run in s3_used):
         return NONE
     per_model = s3_nll.set_index(["model", "dialog"])[["nll", "tokens"]]
-    paired = pd.concat([per_model.loc[a], per_model.loc[b]], axis=1).dropna()
-    return boot(paired.to_numpy(dtype=float), ratio_difference)
+    per_run = [
+        pd.concat([per_model.loc[s3_model(*side, run)] for side in (a, b)], axis=1)
+        for run in s3_used
+    ]
+    return s3_boot(per_run, ratio_difference)
 
 
 for policy in POLICIES3:
     for target, direction, better in (("JFT", "-", "better"), ("Redaction Schedule", "+", "worse")):
         s3_add(
             f"s3.{s3_slug(target)}_{better}_perplexity_than_pub_redacted.{policy}",
-            ppl_contrast(s3_model("Pub+Redacted", policy), s3_model(target, policy)),
+            ppl_contrast(("Pub+Redacted", policy), (target, policy)),
             quote="While having comparable domain privacy, JFT has better perplexity and "
             "Redaction Schedule has worse perplexity compared to Pub+Redacted.",
             where="Results, Fig. 1",

@@ -19,7 +19,8 @@
 #   `render.pseudocount` rates and a bootstrap interval over prompts (target and reference
 #   samples of a prompt drawn together).
 # Fig. 1 plots LiRa success against test perplexity, one panel per policy (lower is better on
-# both axes); "2x" marks JFT, which fine-tunes twice.
+# both axes); "2x" marks JFT, which fine-tunes twice. Fig. 1 and its table show training run 0;
+# with `s3.seeds` > 1, render_claims resamples every run.
 
 # %% tags=["parameters"]
 seed = 0
@@ -58,7 +59,8 @@ POLICIES = {"keyword": "keyword policy", "classifier": "classifier policy (MiniL
 TARGETS = [f"{domain} Only", "Public", "Pub+Redacted", "Private", "JFT", "Redaction Schedule"]
 SHOWN = {"JFT": "JFT (2x)"}  # the paper's mark of double training cost
 
-log = pd.read_parquet(S3 / "train" / "train_log.parquet")
+trained = pd.read_parquet(S3 / "train" / "train_log.parquet")
+log = trained[trained["run"] == 0]
 samples = pd.read_parquet(S3 / "attack" / "samples.parquet")
 ppl = pd.read_parquet(S3 / "attack" / "ppl.parquet").set_index("model")["test_ppl"]
 redaction = pd.read_parquet(S3 / "prepare" / "redaction.parquet")
@@ -67,7 +69,10 @@ references = log.dropna(subset=["without"]).set_index("without")["model"].to_dic
 masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
 masked_share = (masked["words_masked"] / masked["words"]).to_dict()
 level = f"{100 * (1 - render['alpha']):g} %"  # the intervals' confidence level, for captions
-print(f"prompted domain {domain}; leaked domains {leaked}; references {references}")
+print(
+    f"prompted domain {domain}; leaked domains {leaked}; references {references}; training run 0 "
+    f"of {trained['run'].nunique()}"
+)
 
 
 def model_of(target: str, policy: str) -> pd.Series:

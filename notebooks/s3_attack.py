@@ -2,11 +2,12 @@
 # # S3 — the LiRa attack: samples, their scores, their leaks, and test perplexity
 # Every model of s3_train (the targets and the references M_{D without d_j}) continues each attack
 # prompt (`attack.samples` draws, top-k `attack.top_k`, at most `attack.max_new_tokens` tokens,
-# stopping at EOS; a draw depends only on (seed, prompt, draw index)). Each sample is scored by
-# its mean token NLL (`privleak.lira.sequence_nll`, the log-perplexity of the sampled ids given
-# the prompt) under the model itself and under every reference, and checked by both policies
-# for every leaked domain j (the private domains other than `domain`): a sample leaks j when
-# F_j flags one of its words. Empty samples (whitespace only) get no score.
+# stopping at EOS; a draw depends only on (seed, prompt, draw index), so every training run of a
+# target draws with the same random numbers and runs differ by their models only). Each sample is
+# scored by its mean token NLL (`privleak.lira.sequence_nll`, the log-perplexity of the sampled ids
+# given the prompt) under the model itself and under every reference, and checked by both
+# policies for every leaked domain j (the private domains other than `domain`): a sample leaks j
+# when F_j flags one of its words. Empty samples (whitespace only) get no score.
 #
 # Held-out perplexity: each model on all test dialogs (`privleak.lira.held_out_nll`, chunks of
 # `train.seq_len` tokens as in training), kept per dialog too so that perplexity contrasts can be

@@ -17,9 +17,11 @@
 # classifier). The references M_{D without d_j}, one per private domain j other than `domain`,
 # are trained like Public on every dialog not of domain j: the LiRa attack ranks a target's
 # samples against them, and domain privacy compares the targets' leak rates with theirs. Every
-# run uses the same `seed` (the same batch order for the same data; DP draws its Poisson batches
-# and noise from it). AdamW runs share `train`; DP runs take `dp`'s batch size and learning rate
-# and `train`'s epochs and seq_len.
+# model of run 0 uses the same `seed` (the same batch order for the same data; DP draws its
+# Poisson batches and noise from it). Each target is trained `seeds` times: run k uses seed + k
+# and lands in models/run<k>/, so render_claims can resample training runs (DESIGN §8). The
+# references, the attacker's instruments, are trained once. AdamW runs share `train`; DP runs
+# take `dp`'s batch size and learning rate and `train`'s epochs and seq_len.
 #
 # One checkpoint unit per model (its weights and log), so an interrupted run resumes. The saved
 # log is byte-stable (steps, tokens, epsilon, losses); wall times and tokens/s are shown here
@@ -31,6 +33,7 @@ device = "cpu"
 base = "data/family/h32"
 domain = "AIRLINE"
 private_domains = ["AIRLINE", "MEDIA", "INSURANCE"]
+seeds = 1
 train = {"epochs": 1, "batch_size": 8, "seq_len": 512, "learning_rate": 3e-3}
 dp = {
     "target_epsilon": 8.0,
@@ -115,10 +118,11 @@ def subset(mask) -> list[list[int]]:
 
 
 def planned(model, target, kind, docs, policy=None, without=None) -> dict:
-    """One model to train: its folder name, target, redaction policy (None: not redacted) or
-    left-out domain (references), training kind and documents."""
+    """One model to train (run 0): its folder name, target, redaction policy (None: not
+    redacted) or left-out domain (references), training kind and documents."""
     return {
         "model": model,
+        "run": 0,
         "target": target,
         "policy": policy,
         "without": without,
@@ -148,6 +152,12 @@ plans += [
     )
     for j in leaked
 ]
+targets = [plan for plan in plans if plan["without"] is None]
+plans += [
+    plan | {"model": f"run{run}/{plan['model']}", "run": run}
+    for run in range(1, seeds)
+    for plan in targets
+]
 pd.DataFrame(
     [{k: v for k, v in p.items() if k != "docs"} | {"dialogs": len(p["docs"])} for p in plans]
 )
@@ -175,8 +185,10 @@ def last_finite(losses) -> float:
 
 
 def fit(plan) -> dict:
-    """Fine-tune a fresh copy of `base` as `plan` says; its weights, log row and losses."""
-    torch.manual_seed(seed)  # dropout (GPT-2) draws from torch's global generator
+    """Fine-tune a fresh copy of `base` as `plan` says, with seed + its run; its weights, log
+    row and losses."""
+    run_seed = seed + plan["run"]
+    torch.manual_seed(run_seed)  # dropout (GPT-2) draws from torch's global generator
     model, _ = registry.load(base, device=device, dtype="float32")
     seen, hook = adamw_tokens(model)
     pad = tokenizer.pad_token_id
@@ -184,14 +196,14 @@ def fit(plan) -> dict:
     dp_seconds, dp_tokens = 0.0, 0
     started = time.perf_counter()
     if plan["kind"] == "adamw":
-        losses = finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=seed, **adamw)
+        losses = finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=run_seed, **adamw)
     elif plan["kind"] == "schedule":
         result = schedule_finetune(
             model,
             plan["docs"],
             original,
             pad_id=pad,
-            seed=seed,
+            seed=run_seed,
             schedule=schedule["name"],
             schedule_options=schedule.get("options") or {},
             **adamw,
@@ -200,7 +212,9 @@ def fit(plan) -> dict:
         row["mean_redacted_share"] = float(np.mean(result.redacted_share))
     else:
         if plan["kind"] == "dp":
-            result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=seed, **private)
+            result = dp_finetune_causal_lm(
+                model, plan["docs"], pad_id=pad, seed=run_seed, **private
+            )
             first = []
         else:
             jft = jft_finetune(
@@ -208,7 +222,7 @@ def fit(plan) -> dict:
                 plan["docs"],
                 original,
                 pad_id=pad,
-                seed=seed,
+                seed=run_seed,
                 redacted_phase=adamw,
                 private_phase=private,
             )

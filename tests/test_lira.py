@@ -272,6 +272,42 @@ def test_domain_privacy_bootstrap_without_finite_ratio_gives_no_interval():
         )
 
 
+
+def test_domain_privacy_bootstrap_crosses_training_runs_with_prompts():
+    """Six runs of a target: run r flags r of the 5 samples of every prompt, the reference 2 of 5.
+    Prompts then all look alike, so only the runs vary: pooling the runs as one model's samples
+    leaves nothing to resample, crossing runs with prompts does, and both keep the ratio."""
+    n_prompts, samples, n_runs = 10, 5, 6
+    prompts = np.repeat(np.arange(n_prompts), samples)
+    draw = np.tile(np.arange(samples), n_prompts)
+    reference, nonempty = (draw < 2).astype(int), np.ones(len(prompts))
+    target_prompts = np.tile(prompts, n_runs)
+    run_of = np.repeat(np.arange(n_runs), len(prompts))
+    flagged = (np.tile(draw, n_runs) < run_of).astype(int)
+    ones = np.ones(len(flagged))
+    kwargs = dict(n_boot=400, seed=0, pseudocount=0.5, min_units=6)
+    crossed = lira.domain_privacy_interval(
+        flagged, reference, ones, nonempty, target_prompts, prompts, target_runs=run_of, **kwargs
+    )
+    pooled = lira.domain_privacy_interval(
+        flagged, reference, ones, nonempty, target_prompts, prompts, **kwargs
+    )
+    point = lira.domain_privacy(flagged, reference, ones, nonempty, pseudocount=0.5)
+    assert crossed.effect == pytest.approx(point.ratio) == pytest.approx(pooled.effect)
+    assert math.isnan(pooled.low) and "give the same effect" in pooled.note
+    assert crossed.low < crossed.effect < crossed.high
+    few = lira.domain_privacy_interval(
+        flagged, reference, ones, nonempty, target_prompts, prompts,
+        target_runs=run_of, **kwargs | {"min_units": 7},
+    )  # fmt: skip
+    assert math.isnan(few.low) and "runs" in few.note
+    with pytest.raises(PrivleakError, match="300 target samples for 2 target_runs"):
+        lira.domain_privacy_interval(
+            flagged, reference, ones, nonempty, target_prompts, prompts, target_runs=[0, 1],
+            **kwargs,
+        )  # fmt: skip
+
+
 # ---------------------------------------------------------------- model-level
 
 

@@ -406,6 +406,12 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     # The paper profile disables S0's fine-tuned miniature; the family is still trained once.
     assert "needs s0_finetune responses" in notes["s0.known_context.influence"]
     assert "training runs" in notes["s0.model_size.influence"]
+    # S3's targets ran S3_SEEDS times (= min_units here): runs x prompts (or dialogs) resampled.
+    s3 = frame[frame.index.str.startswith("s3.")]
+    assert len(s3) == 25 and s3["units"].str.endswith(f"x {S3_SEEDS} training runs").all()
+    assert not notes[s3.index].str.contains("needs an interval over").any()
+    perplexity = s3[s3.index.str.contains("perplexity")]
+    assert len(perplexity) == 4 and perplexity["ci_low"].map(math.isfinite).all()
 
 
 def test_s4_answers_every_question_with_both_decoders_at_every_epsilon(paper_root):
@@ -538,7 +544,7 @@ def test_s2_hub_corpora_carry_no_planted_secrets(paper_root):
 # pad token, so models.load pads with EOS; dropout on) and synthetic dialogs written to the
 # paper profile's own `file:` path (short ones: 3-4 exchanges). Every other paper option is kept
 # except the sizes and the classifier's stride, set to its window (half the embedding work).
-S3_DIALOGS, S3_PROMPTS, S3_SAMPLES = 60, 2, 3
+S3_DIALOGS, S3_PROMPTS, S3_SAMPLES, S3_SEEDS = 60, 2, 3, 2
 S3_CORPUS = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["corpus"][
     "source"
 ].removeprefix("file:")
@@ -578,6 +584,10 @@ def _s3_paper_params(root: Path, params: dict) -> None:
     s3["attack"] |= {"prompts": S3_PROMPTS, "samples": S3_SAMPLES, "max_new_tokens": 8,
                      "max_batch_streams": 2 * S3_SAMPLES, "batch_size": 8}  # fmt: skip
     s3["render"]["n_boot"] = 100
+    # Two training runs of every target, and claims crossing runs from two on: render_claims
+    # then resamples S3's runs x prompts, as the paper profile's six runs would be.
+    s3["seeds"] = S3_SEEDS
+    params["claims"]["paper"]["min_units"] = S3_SEEDS
 
 
 @pytest.fixture(scope="module")
@@ -600,7 +610,14 @@ def test_s3_trains_every_target_per_policy_from_the_gpt2_base(s3_root):
     epsilon = yaml.safe_load((s3_root / "params.yaml").read_text())["s3"]["paper"]["dp"][
         "target_epsilon"
     ]
-    assert len(dp) == 3 and dp["epsilon"].between(0, epsilon + 1e-6).all()
+    assert len(dp) == 3 * S3_SEEDS and dp["epsilon"].between(0, epsilon + 1e-6).all()
+    # Every target again in run 1 (seed + 1, its own folder); the references once.
+    targets = log[log["without"].isna()]
+    assert (targets.groupby("run").size() == 9).all() and set(log["run"]) == {0, 1}
+    assert set(log.loc[log["without"].notna(), "run"]) == {0}
+    assert log.loc[log["run"] == 1, "model"].str.startswith("run1/").all()
+    run0, run1 = (targets[targets["run"] == r].set_index(["target", "policy"]) for r in (0, 1))
+    assert (run0["final_loss"] - run1.loc[run0.index, "final_loss"]).abs().max() > 0
     assert log["final_loss"].map(math.isfinite).all() and (log["tokens"] > 0).all()
     # JFT trains twice: Pub+Redacted's AdamW run (same data, same seed), then Private's DP run.
     by_model = log.set_index("model")
@@ -619,8 +636,9 @@ def test_s3_attack_scores_every_sample_under_itself_and_each_reference(s3_root):
     attack = s3_root / "data" / "interim" / "s3" / "attack"
     samples = pd.read_parquet(attack / "samples.parquet")
     models = pd.read_parquet(attack / "ppl.parquet")
-    assert len(models) == 11 and (models["test_ppl"] > 1).all()
-    assert len(samples) == 11 * S3_PROMPTS * S3_SAMPLES
+    n_models = 2 + 9 * S3_SEEDS  # two references, nine targets per training run
+    assert len(models) == n_models and (models["test_ppl"] > 1).all()
+    assert len(samples) == n_models * S3_PROMPTS * S3_SAMPLES
     scored = samples[~samples["empty"]]
     for column in ("nll_self", "nll_without_MEDIA", "nll_without_INSURANCE"):
         assert scored[column].map(math.isfinite).all(), column

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -468,6 +469,7 @@ def domain_privacy_interval(
     pseudocount: float = 0.0,
     min_units: int = 2,
     method: str = "percentile",
+    target_runs: Sequence[Hashable] | None = None,
 ) -> claims.Estimate:
     """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
     and method as in `privleak.claims.bootstrap`).
@@ -476,7 +478,12 @@ def domain_privacy_interval(
     independent, and a drawn prompt brings all of its samples under both models along (the same
     contexts drive target and reference, so the two rates stay paired). `privleak.claims.bootstrap`
     gives no interval, with a note, when a resample's ratio is not finite (a reference with no
-    flagged sample; a pseudocount > 0 avoids it) or fewer than two prompts."""
+    flagged sample; a pseudocount > 0 avoids it) or fewer than two prompts.
+
+    target_runs: the training run of each target sample, when the target was trained several
+    times (every run with the same samples per prompt); runs and prompts are then resampled as
+    crossed factors, each run's samples of a prompt paired with the (one) reference's samples of
+    that prompt (fewer than min_units runs: no interval)."""
     target_flagged, reference_flagged = np.asarray(target_flagged), np.asarray(reference_flagged)
     require(
         len(target_prompt_ids) == len(target_flagged),
@@ -495,37 +502,54 @@ def domain_privacy_interval(
         reference_nonempty,
         pseudocount=pseudocount,
     )
-    # Rows [is_target, flagged and non-empty, non-empty], grouped by prompt.
-    rows = np.r_[
-        np.c_[
-            np.ones(len(target_flagged)),
-            np.asarray(target_flagged, bool) & np.asarray(target_nonempty, bool),
-            np.asarray(target_nonempty, bool),
-        ],
-        np.c_[
-            np.zeros(len(reference_flagged)),
-            np.asarray(reference_flagged, bool) & np.asarray(reference_nonempty, bool),
-            np.asarray(reference_nonempty, bool),
-        ],
-    ]
-
-    def ratio(drawn: np.ndarray) -> float:
-        target = drawn[:, 0] == 1
-        flagged, nonempty = drawn[:, 1], drawn[:, 2]
-        return _ratio(
-            _rate(flagged[target].sum(), nonempty[target].sum(), pseudocount),
-            _rate(flagged[~target].sum(), nonempty[~target].sum(), pseudocount),
+    target = _flag_rows(1.0, target_flagged, target_nonempty)
+    reference = _flag_rows(0.0, reference_flagged, reference_nonempty)
+    target_groups, reference_groups = list(target_prompt_ids), list(reference_prompt_ids)
+    crossing, copies = {}, 1
+    if target_runs is not None:
+        require(
+            len(target_runs) == len(target_flagged),
+            f"{len(target_flagged)} target samples for {len(target_runs)} target_runs",
         )
-
+        # Each run's cell of a prompt: that run's samples of it and the reference's samples of it.
+        run_codes = _codes(target_runs)
+        runs = range(int(run_codes.max()) + 1)
+        copies = len(runs)  # a resample draws len(runs) runs, each with the reference's rows
+        reference = np.concatenate([reference] * copies)
+        reference_groups = reference_groups * len(runs)
+        crossing["runs"] = np.r_[run_codes, np.repeat(runs, len(reference_flagged))]
+    rows = np.r_[target, reference]
     return claims.bootstrap(
         rows,
-        ratio,
+        partial(_ratio_of_rows, pseudocount=pseudocount, reference_copies=copies),
         n_boot=n_boot,
         seed=seed,
         alpha=alpha,
         min_units=min_units,
         method=method,
-        groups=_codes([*target_prompt_ids, *reference_prompt_ids]),
+        groups=_codes([*target_groups, *reference_groups]),
+        **crossing,
+    )
+
+
+def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
+    """Rows [is_target, flagged and non-empty, non-empty], one per sample."""
+    flagged, nonempty = np.asarray(flagged, bool), np.asarray(nonempty, bool)
+    return np.c_[np.full(len(flagged), is_target), flagged & nonempty, nonempty]
+
+
+def _ratio_of_rows(drawn: np.ndarray, pseudocount: float, reference_copies: int = 1) -> float:
+    """domain_privacy's ratio of `_flag_rows` rows (target and reference rows together), where
+    the reference's rows come `reference_copies` times (once per drawn training run)."""
+    target = drawn[:, 0] == 1
+    flagged, nonempty = drawn[:, 1], drawn[:, 2]
+    return _ratio(
+        _rate(flagged[target].sum(), nonempty[target].sum(), pseudocount),
+        _rate(
+            flagged[~target].sum() / reference_copies,
+            nonempty[~target].sum() / reference_copies,
+            pseudocount,
+        ),
     )
 
 

@@ -1072,6 +1072,8 @@ class S3(Strict):
     private_domains: list_of(Annotated[str, DOMAIN], unique=True)
     keywords: dict[str, list_of(Annotated[str, KEYWORD])] | None  # null: the built-in lists
     classifier: S3Classifier
+    # training runs of every target: run 0 fine-tunes with seed, run k with seed + k
+    seeds: Annotated[int, COUNT]
     train: S3Train
     dp: S3DP
     schedule: S3Schedule
