@@ -1207,15 +1207,6 @@ def s3_units(units: str) -> str:
     return f"{units} x {len(s3_runs)} training runs" if s3_crossed else units
 
 
-def s3_boot(per_run: list[pd.DataFrame], statistic) -> Estimate:
-    """Bootstrap of the rows of s3_used's runs (one frame per run, indexed by unit), over
-    units, crossed with runs when s3_crossed."""
-    rows = pd.concat(per_run, keys=s3_used, names=["run", "unit"])
-    crossing = {"runs": rows.index.get_level_values("run")} if s3_crossed else {}
-    groups = rows.index.get_level_values("unit")
-    return boot(rows.to_numpy(dtype=float), statistic, groups=groups, **crossing)
-
-
 def s3_slug(name: str) -> str:
     return name.lower().replace("+", "_").replace(" ", "_")
 
@@ -1237,15 +1228,25 @@ def ratio_difference(rows: np.ndarray) -> float:
     return float(rows[:, 2].sum() / rows[:, 3].sum() - rows[:, 0].sum() / rows[:, 1].sum())
 
 
-def s3_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
-    """Success rate of (target, policy) b minus a's, paired per prompt (and run)."""
+def s3_paired(a: tuple[str, str], b: tuple[str, str], rows_of) -> Estimate:
+    """`ratio_difference` of (target, policy) b against a. rows_of(model, policy): a model's rows
+    [count, total] indexed by unit. The sides are paired per unit and run (s3_used's runs), and
+    units are resampled, crossed with runs when s3_crossed."""
     if not all(s3_model(*side, run) for side in (a, b) for run in s3_used):
         return NONE
     per_run = [
-        pd.concat([prompt_successes(s3_model(*side, run), side[1]) for side in (a, b)], axis=1)
+        pd.concat([rows_of(s3_model(*side, run), side[1]) for side in (a, b)], axis=1)
         for run in s3_used
     ]
-    return s3_boot(per_run, ratio_difference)
+    rows = pd.concat(per_run, keys=s3_used, names=["run", "unit"])
+    crossing = {"runs": rows.index.get_level_values("run")} if s3_crossed else {}
+    groups = rows.index.get_level_values("unit")
+    return boot(rows.to_numpy(dtype=float), ratio_difference, groups=groups, **crossing)
+
+
+def s3_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
+    """Success rate of (target, policy) b minus a's, paired per prompt (and run)."""
+    return s3_paired(a, b, prompt_successes)
 
 
 def s3_add(claim_id: str, estimate: Estimate, *, unit: str, **fields) -> None:
@@ -1324,17 +1325,13 @@ for policy in POLICIES3:
         )
 
 
+dialog_nll3 = s3_nll.set_index(["model", "dialog"])[["nll", "tokens"]]
+
+
 def ppl_contrast(a: tuple[str, str], b: tuple[str, str]) -> Estimate:
     """Log test perplexity of (target, policy) b minus a's (rows [NLL, tokens] per dialog),
     paired per held-out dialog (and run)."""
-    if not all(s3_model(*side, run) for side in (a, b) for run in s3_used):
-        return NONE
-    per_model = s3_nll.set_index(["model", "dialog"])[["nll", "tokens"]]
-    per_run = [
-        pd.concat([per_model.loc[s3_model(*side, run)] for side in (a, b)], axis=1)
-        for run in s3_used
-    ]
-    return s3_boot(per_run, ratio_difference)
+    return s3_paired(a, b, lambda model, _policy: dialog_nll3.loc[model])
 
 
 for policy in POLICIES3:

@@ -77,18 +77,26 @@ OUT.mkdir(parents=True, exist_ok=True)
 FIELDS = ("text", "domain")
 POLICIES = ("keyword", "classifier")
 
+
+def read_dialogs(slot: str, spec: dict, key: str, slot_seed: int) -> tuple[list[dict], str]:
+    """The records of a dialog corpus (`spec`, the params at `key`) and how errors name it; one
+    line naming the first record without a text or domain."""
+    records = read_jsonl(loaders.materialize(slot, spec, OUT, slot_seed))
+    where = f"s3 {key} (source '{spec['source']}')"
+    gap = first_gap(records, FIELDS)
+    if gap is not None:
+        raise PrivleakError(
+            gap_message(where, records, gap, FIELDS)
+            + f" (map columns with {profile_key(f's3.{key}.fields')})"
+        )
+    return records, where
+
+
 # %% [markdown]
 # ## The corpus and its split
 
 # %%
-records = read_jsonl(loaders.materialize("dialogs", corpus, OUT, seed))
-where = f"s3 corpus (source '{corpus['source']}')"
-gap = first_gap(records, FIELDS)
-if gap is not None:
-    raise PrivleakError(
-        gap_message(where, records, gap, FIELDS)
-        + f" (map columns with {profile_key('s3.corpus.fields')})"
-    )
+records, where = read_dialogs("dialogs", corpus, "corpus", seed)
 dialogs = pd.DataFrame(
     {
         "id": [str(r.get("id", i)) for i, r in enumerate(records)],
@@ -237,14 +245,9 @@ redact_train("keyword", keyword_policy)
 # %%
 public_texts = []
 if classifier["public"] is not None:
-    public = read_jsonl(loaders.materialize("public_dialogs", classifier["public"], OUT, seed + 1))
-    where_public = f"s3 classifier.public (source '{classifier['public']['source']}')"
-    gap = first_gap(public, FIELDS)
-    if gap is not None:
-        raise PrivleakError(
-            gap_message(where_public, public, gap, FIELDS)
-            + f" (map columns with {profile_key('s3.classifier.public.fields')})"
-        )
+    public, where_public = read_dialogs(
+        "public_dialogs", classifier["public"], "classifier.public", seed + 1
+    )
     private_held = sorted({str(r["domain"]) for r in public} & set(private_domains))
     require(
         not private_held,
