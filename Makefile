@@ -26,23 +26,23 @@ $(STAMP): requirements.txt pyproject.toml
 # The preflight checks what the selected profile needs (params, device, models, corpora) and
 # stops with one line before DVC removes any output.
 reproduce: setup
-	$(PY) -m privleak.preflight
+	$(PY) -m privleak.pipeline.preflight
 	dvc repro
 
 # Any dvc repro, as typed: make repro ARGS="-s s0_text".
 repro: setup
-	$(PY) -m privleak.preflight
+	$(PY) -m privleak.pipeline.preflight
 	dvc repro $(ARGS)
 
 smoke: setup
-	$(PY) -m privleak.preflight --profile smoke
-	$(PY) -m privleak.params run smoke -- dvc repro
+	$(PY) -m privleak.pipeline.preflight --profile smoke
+	$(PY) -m privleak.pipeline.params run smoke -- dvc repro
 
 # Rerun what changed, then compare metrics/*.json with the committed ones (metrics/tolerances.yaml).
 verify: setup
-	$(PY) -m privleak.preflight
+	$(PY) -m privleak.pipeline.preflight
 	dvc repro
-	$(PY) -m privleak.verify
+	$(PY) -m privleak.pipeline.verify
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks

@@ -31,7 +31,7 @@ import torch  # noqa: E402
 from common import timed  # noqa: E402
 from transformers import LlamaForCausalLM  # noqa: E402
 
-from privleak import params  # noqa: E402
+from privleak.pipeline import params  # noqa: E402
 from privleak.training.family import llama_config  # noqa: E402
 from privleak.training.finetune import pad_rows, train_adamw  # noqa: E402
 from privleak.training.private import dp_finetune_causal_lm, per_example_loss  # noqa: E402

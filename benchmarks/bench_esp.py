@@ -28,10 +28,11 @@ import sys
 import torch
 from common import add_model_args, describe, load_model, timed
 
-from privleak import models, paths
+from privleak import models
 from privleak.batching import pad_rows
 from privleak.decoding import sampling_logprobs
 from privleak.metrics import sequence as seq
+from privleak.pipeline import paths
 from privleak.training import family
 
 DECODERS = [

@@ -17,10 +17,10 @@ context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 256, 
 import pandas as pd
 import torch
 
-from privleak import checkpoint, paths
 from privleak import models as model_registry
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
+from privleak.pipeline import checkpoint, paths
 from privleak.prompts import encode_context_prompt
 from privleak.scoring import continuation_logprobs
 

@@ -10,7 +10,7 @@ figures = {"formats": ["png", "pdf"]}
 # %%
 import html
 
-from privleak import paths
+from privleak.pipeline import paths
 
 reports = sorted(p for p in paths.REPORTS.glob("*/*.html") if p.parent.name != "gallery")
 tables = sorted(paths.FIGURES.rglob("*.md"))

@@ -15,8 +15,8 @@ data = {"cnn_dm": {"source": "synthetic:cnn_dm", "n": 4}}
 # %%
 import pandas as pd
 
-from privleak import paths
 from privleak.data import loaders
+from privleak.pipeline import paths
 
 sources = loaders.materialize_all(data, paths.RAW, seed)
 

@@ -9,7 +9,8 @@
 prepare = ["smollm2-135m-instruct"]
 
 # %%
-from privleak import models, paths
+from privleak import models
+from privleak.pipeline import paths
 
 manifest = models.prepare(prepare, paths.MODELS)
 manifest

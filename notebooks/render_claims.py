@@ -35,7 +35,6 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from privleak import paths
 from privleak.claims import (
     NAN,
     Estimate,
@@ -57,6 +56,7 @@ from privleak.claims import counts as tally
 from privleak.lira import OVERALL, domain_privacy_interval, lira_picks, lira_scores
 from privleak.metrics.rag_leakage import prompt_outcomes
 from privleak.pad import response_budget
+from privleak.pipeline import paths
 
 S0, S1 = paths.INTERIM / "s0", paths.INTERIM / "s1"
 OUT = paths.FIGURES / "claims"

@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from privleak import paths
 from privleak.figures import BOOTSTRAP, check_formats, outside_legend, save_figure, style
+from privleak.pipeline import paths
 
 style()
 FORMATS = check_formats(figures["formats"])

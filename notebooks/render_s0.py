@@ -26,7 +26,6 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 from scipy.stats import spearmanr
 
-from privleak import paths
 from privleak.errors import require
 from privleak.figures import (
     BOOTSTRAP,
@@ -38,6 +37,7 @@ from privleak.figures import (
     style,
 )
 from privleak.ngrams import Window
+from privleak.pipeline import paths
 from privleak.prompts import no_context_prompt
 
 style()

@@ -25,7 +25,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from privleak import paths
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -36,6 +35,7 @@ from privleak.figures import (
     style,
 )
 from privleak.metrics import esp_summary
+from privleak.pipeline import paths
 
 style()
 FIG = paths.FIGURES / "s1"

@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privleak import paths
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -38,6 +37,7 @@ from privleak.figures import (
 )
 from privleak.metrics.rag_leakage import prompt_outcomes
 from privleak.pad import check_accounting, response_budget, step_rdp
+from privleak.pipeline import paths
 
 style()
 FIG = paths.FIGURES / "s2"

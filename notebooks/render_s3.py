@@ -37,7 +37,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privleak import paths
 from privleak.claims import bootstrap
 from privleak.errors import require
 from privleak.figures import check_formats, outside_legend, save_figure, save_table, style
@@ -50,6 +49,7 @@ from privleak.lira import (
     lira_success_rates,
     zero_success_interval,
 )
+from privleak.pipeline import paths
 
 style()
 FIG = paths.FIGURES / "s3"

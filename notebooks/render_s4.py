@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privleak import paths
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -36,6 +35,7 @@ from privleak.figures import (
     save_table,
     style,
 )
+from privleak.pipeline import paths
 
 style()
 FIG = paths.FIGURES / "s4"

@@ -29,13 +29,13 @@ from functools import partial
 
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
 from privleak.metrics.influence import ngram_influence
 from privleak.ngrams import Window, ngram_spans
+from privleak.pipeline import checkpoint, paths
 from privleak.prompts import s0_prompt
 
 FAMILY = paths.DATA / "family"

@@ -38,10 +38,10 @@ import pandas as pd
 import torch
 
 from privleak import models as registry
-from privleak import paths
 from privleak.cid import cid_generate, generation_rows
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
+from privleak.pipeline import paths
 from privleak.prompts import s0_prompt
 from privleak.scoring import continuation_logprobs
 from privleak.training.finetune import finetune_causal_lm

@@ -35,11 +35,11 @@ import time
 
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.cid import cid_generate, generation_rows
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
+from privleak.pipeline import checkpoint, paths
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "generate"

@@ -41,13 +41,13 @@ import time
 
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
 from privleak.metrics.influence import ngram_influence
 from privleak.ngrams import Window, ngram_spans
+from privleak.pipeline import checkpoint, paths
 from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "ngram"

@@ -27,10 +27,10 @@ faithfulness = "sentence_support"
 # %%
 import pandas as pd
 
-from privleak import paths
 from privleak.errors import require
 from privleak.metrics import text
 from privleak.models import load_embedder
+from privleak.pipeline import paths
 
 SOURCES = {
     "generate": paths.INTERIM / "s0" / "generate" / "generations.parquet",

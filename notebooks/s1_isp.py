@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.data.records import read_jsonl, read_sequences, take
 from privleak.errors import require
 from privleak.metrics import sequence as seq
+from privleak.pipeline import checkpoint, paths
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "isp"

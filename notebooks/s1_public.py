@@ -46,9 +46,10 @@ import sysconfig
 import pandas as pd
 
 from privleak import models as registry
-from privleak import paths, public_text
+from privleak import public_text
 from privleak.errors import require
 from privleak.metrics import sequence as seq
+from privleak.pipeline import paths
 
 OUT = paths.INTERIM / "s1" / "public"
 OUT.mkdir(parents=True, exist_ok=True)

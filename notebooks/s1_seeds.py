@@ -26,10 +26,10 @@ dtype = "float32"
 import pandas as pd
 import torch
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.errors import require
 from privleak.metrics import sequence as seq
+from privleak.pipeline import checkpoint, paths
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "seeds"

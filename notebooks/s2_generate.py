@@ -54,11 +54,11 @@ import time
 
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.errors import require
 from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import defended_generate, rag_prompt, secret_logprobs, summary_prompt
+from privleak.pipeline import checkpoint, paths
 
 IN, OUT = paths.INTERIM / "s2" / "index", paths.INTERIM / "s2" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)

@@ -35,11 +35,11 @@ import shutil
 
 import pandas as pd
 
-from privleak import paths
 from privleak.data import loaders
 from privleak.data.chunking import chunk_records
 from privleak.data.records import read_jsonl
 from privleak.errors import require
+from privleak.pipeline import paths
 from privleak.rag_attack import attack_prompts
 from privleak.vector_store import (
     SentenceEmbedding,

@@ -42,11 +42,11 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.errors import require
 from privleak.lira import held_out_nll, sample_continuations, sequence_nll
 from privleak.models import load_embedder
+from privleak.pipeline import checkpoint, paths
 from privleak.policies import ClassifierPolicy, KeywordPolicy, sentence_embed
 
 PREPARE, MODELS = paths.INTERIM / "s3" / "prepare", paths.INTERIM / "s3" / "models"

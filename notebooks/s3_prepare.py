@@ -57,13 +57,13 @@ import re
 import numpy as np
 import pandas as pd
 
-from privleak import paths
 from privleak.data import loaders
 from privleak.data.dialogs import DOMAIN_KEYWORDS
 from privleak.data.records import first_gap, gap_message, read_jsonl, take
 from privleak.errors import PrivleakError, require
 from privleak.models import load_embedder
-from privleak.params import profile_key
+from privleak.pipeline import paths
+from privleak.pipeline.params import profile_key
 from privleak.policies import (
     ClassifierPolicy,
     KeywordPolicy,

@@ -53,10 +53,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.errors import require
-from privleak.params import profile_key
+from privleak.pipeline import checkpoint, paths
+from privleak.pipeline.params import profile_key
 from privleak.training.finetune import finetune_causal_lm
 from privleak.training.private import dp_finetune_causal_lm, jft_finetune
 from privleak.training.schedules import schedule_finetune

@@ -46,7 +46,6 @@ import time
 import numpy as np
 import pandas as pd
 
-from privleak import checkpoint, paths
 from privleak import models as registry
 from privleak.data.medical import document_text, names_disease
 from privleak.data.records import read_jsonl
@@ -61,6 +60,7 @@ from privleak.dp_rag import (
     stream_prompts,
 )
 from privleak.errors import require
+from privleak.pipeline import checkpoint, paths
 
 IN, OUT = paths.INTERIM / "s4" / "retrieve", paths.INTERIM / "s4" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)

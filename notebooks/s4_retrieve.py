@@ -44,13 +44,13 @@ import collections
 import numpy as np
 import pandas as pd
 
-from privleak import paths
 from privleak.accounting import interval_density, sample_from_intervals
 from privleak.data import loaders
 from privleak.data.medical import CORPUS_FIELDS, check_units, document_text, rare_detail_question
 from privleak.data.records import first_gap, gap_message, read_jsonl
 from privleak.errors import PrivleakError, require
 from privleak.models import load_embedder
+from privleak.pipeline import paths
 from privleak.retrieval import cosine_scores, embed, retrieve, top_k_utility, top_p_utility
 
 OUT = paths.INTERIM / "s4" / "retrieve"

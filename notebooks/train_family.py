@@ -36,9 +36,9 @@ import pandas as pd
 import torch
 from safetensors.torch import save_file
 
-from privleak import paths
 from privleak.data.records import read_jsonl
 from privleak.data.synthetic import generate
+from privleak.pipeline import paths
 from privleak.training import family as fam
 
 # Tiny models are overhead-bound: one intra-op thread avoids oversubscribing the 2 shared cores

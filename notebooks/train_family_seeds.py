@@ -32,8 +32,8 @@ import pandas as pd
 from safetensors.torch import load_file
 from transformers import PreTrainedTokenizerFast
 
-from privleak import paths
 from privleak.errors import require
+from privleak.pipeline import paths
 from privleak.training import family as fam
 
 FAMILY = paths.DATA / "family"

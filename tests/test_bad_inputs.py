@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from privleak import params, paths
+from privleak.pipeline import params, paths
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = list(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
@@ -112,7 +112,7 @@ class Case:
     value: Any
     expected: str  # part of the error line, which starts "privleak: error: params.yaml: "
     raw: bool = False
-    check: bool = False  # run `python -m privleak.params check` instead of the stage
+    check: bool = False  # run `python -m privleak.pipeline.params check` instead of the stage
 
     def text(self, original: str) -> str:
         if self.raw:
@@ -410,7 +410,11 @@ CASES = {
 def test_bad_params_stop_with_one_line_before_any_work(project, case):
     (project.root / "params.yaml").write_text(case.text(project.params_text))
     group = re.split(r"[.\[:]", case.key.strip())[0] if not case.raw else "s0"
-    command = ("privleak.params", "check") if case.check else ("privleak.stage", GROUP_STAGE[group])
+    command = (
+        ("privleak.pipeline.params", "check")
+        if case.check
+        else ("privleak.pipeline.stage", GROUP_STAGE[group])
+    )
     result = project.run(*command)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr[-2000:]
@@ -428,7 +432,7 @@ def test_the_catalogue_has_every_kind_of_case():
 
 def test_valid_params_pass_check(project):
     (project.root / "params.yaml").write_text(project.params_text)
-    result = project.run("privleak.params", "check")
+    result = project.run("privleak.pipeline.params", "check")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "params.yaml: ok (profile smoke)"
 
@@ -437,7 +441,7 @@ def test_the_poison_stops_a_runner_that_gets_past_validation(project):
     """With valid params the runner reaches the notebook machinery and hits the poison: so a
     bad case that ends with exit 2 and the one line never reached it."""
     (project.root / "params.yaml").write_text(project.params_text)
-    result = project.run("privleak.stage", "gallery")
+    result = project.run("privleak.pipeline.stage", "gallery")
     assert result.returncode == 1
     assert "imported before params.yaml was validated" in result.stderr
     for placeholder, content in project.placeholders.items():

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from privleak import params, paths
+from privleak.pipeline import params, paths
 from tests.conftest import tiny_llama, word_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,7 +177,7 @@ def test_bad_runtime_input_is_one_line_and_removes_nothing(project, name, monkey
     if case.corrupt_weights:
         weights.write_bytes(saved[: len(saved) // 2])
     try:
-        result = project.run("privleak.stage", case.stage)
+        result = project.run("privleak.pipeline.stage", case.stage)
     finally:
         weights.write_bytes(saved)
     lines = result.stderr.strip().splitlines()
@@ -197,7 +197,7 @@ def test_preflight_stops_the_paper_profile_on_a_machine_without_cuda(project):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     project.write_params(lambda tree: tree.update(profile="paper"))
-    result = project.run("privleak.preflight")
+    result = project.run("privleak.pipeline.preflight")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "models.paper.device = 'cuda'" in lines[0] and "available: cpu" in lines[0]

@@ -13,11 +13,11 @@ import pytest
 import torch
 import yaml
 
-from privleak import checkpoint, paths
 from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence as seq
+from privleak.pipeline import checkpoint, paths
 from privleak.prompts import ContextPrompt
 from privleak.scoring import continuation_logprobs
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from privleak import paths
+from privleak.pipeline import paths
 
 LIB = paths.ROOT / "lib"
 # Infrastructure that cannot change a stage's results: the error type (and the package root that
@@ -22,11 +22,12 @@ LIB = paths.ROOT / "lib"
 INFRASTRUCTURE = {
     "privleak",
     "privleak.errors",
-    "privleak.paths",
-    "privleak.params",
-    "privleak.schema",
-    "privleak.stage",
-    "privleak.checkpoint",
+    "privleak.pipeline",
+    "privleak.pipeline.paths",
+    "privleak.pipeline.params",
+    "privleak.pipeline.schema",
+    "privleak.pipeline.stage",
+    "privleak.pipeline.checkpoint",
 }
 
 

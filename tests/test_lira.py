@@ -272,7 +272,6 @@ def test_domain_privacy_bootstrap_without_finite_ratio_gives_no_interval():
         )
 
 
-
 def test_domain_privacy_bootstrap_crosses_training_runs_with_prompts():
     """Six runs of a target: run r flags r of the 5 samples of every prompt, the reference 2 of 5.
     Prompts then all look alike, so only the runs vary: pooling the runs as one model's samples

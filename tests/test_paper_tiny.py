@@ -297,7 +297,7 @@ def _paper_params(
 def _run_stage(root: Path, stage: str) -> None:
     env = os.environ | {"PRIVLEAK_ROOT": str(root), "PYTHONPATH": str(REPO / "lib")}
     done = subprocess.run(
-        [sys.executable, "-m", "privleak.stage", stage],
+        [sys.executable, "-m", "privleak.pipeline.stage", stage],
         cwd=root,
         env=env,
         capture_output=True,

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from privleak import params, paths
 from privleak.errors import PrivleakError
+from privleak.pipeline import params, paths
 
 STAGES = list(yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"])
 PARAMS_FILE = paths.PARAMS_FILE

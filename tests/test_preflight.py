@@ -11,9 +11,10 @@ import sys
 import pytest
 import torch
 
-from privleak import models, params, paths, preflight
+from privleak import models
 from privleak.data.records import write_jsonl
 from privleak.errors import PrivleakError
+from privleak.pipeline import params, paths, preflight
 from tests.conftest import tiny_llama, word_tokenizer
 
 REPO_PARAMS = params.load()
@@ -279,7 +280,7 @@ def test_command_line_exit_codes(tmp_path):
     """`--profile paper` with CUDA hidden fails with exit 2 and one line on stderr."""
     env = {"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
-        [sys.executable, "-m", "privleak.preflight", "--profile", "paper"],
+        [sys.executable, "-m", "privleak.pipeline.preflight", "--profile", "paper"],
         env=env | {"PYTHONPATH": str(paths.ROOT / "lib"), "HOME": str(tmp_path)},
         cwd=paths.ROOT,
         capture_output=True,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from privleak import paths, schema
 from privleak.errors import PrivleakError
+from privleak.pipeline import paths, schema
 from tests.test_bad_runtime_inputs import project  # noqa: F401 (a fixture)
 from tests.test_s4_inputs import _edit, _one_error_line, _untouched
 
@@ -84,7 +84,7 @@ RUNNER_CASES = {
 def test_the_stage_runner_stops_on_a_bad_s2_param_before_any_work(project, stage):  # noqa: F811
     block, key, value, message = RUNNER_CASES[stage]
     project.write_params(_edit(block, key, value))
-    line = _one_error_line(project.run("privleak.stage", stage))
+    line = _one_error_line(project.run("privleak.pipeline.stage", stage))
     assert line.startswith(f"privleak: error: params.yaml: {message}"), line
     _untouched(project)
 
@@ -103,7 +103,7 @@ def test_an_empty_corpus_stops_s2_index_with_no_output_left(project):  # noqa: F
 
     project.write_params(edit)
     try:
-        line = _one_error_line(project.run("privleak.stage", "s2_index"))
+        line = _one_error_line(project.run("privleak.pipeline.stage", "s2_index"))
     finally:
         corpus.unlink()
     assert (

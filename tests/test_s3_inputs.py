@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from privleak import paths, schema
 from privleak.errors import PrivleakError
+from privleak.pipeline import paths, schema
 from tests.test_bad_runtime_inputs import project  # noqa: F401 (a fixture)
 from tests.test_s4_inputs import _edit, _one_error_line, _untouched
 
@@ -136,7 +136,7 @@ RUNNER_CASES = {
 def test_the_stage_runner_stops_on_a_bad_s3_param_before_any_work(project, stage):  # noqa: F811
     block, key, value, message = RUNNER_CASES[stage]
     project.write_params(_edit(block, key, value))
-    line = _one_error_line(project.run("privleak.stage", stage))
+    line = _one_error_line(project.run("privleak.pipeline.stage", stage))
     assert line.startswith(f"privleak: error: params.yaml: {message}"), line
     _untouched(project)
 
@@ -194,7 +194,7 @@ def test_a_corpus_the_params_cannot_fit_stops_s3_prepare(project, case):  # noqa
 
     project.write_params(edit)
     try:
-        line = _one_error_line(project.run("privleak.stage", "s3_prepare"))
+        line = _one_error_line(project.run("privleak.pipeline.stage", "s3_prepare"))
     finally:
         corpus.unlink()
     assert re.search(
@@ -221,7 +221,7 @@ def test_public_dialogs_of_a_private_domain_stop_s3_prepare(project):  # noqa: F
 
     project.write_params(edit)
     try:
-        line = _one_error_line(project.run("privleak.stage", "s3_prepare"))
+        line = _one_error_line(project.run("privleak.pipeline.stage", "s3_prepare"))
     finally:
         public.unlink()
     assert line.endswith(

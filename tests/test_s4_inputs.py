@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from privleak import paths, schema
 from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
 from privleak.errors import PrivleakError
+from privleak.pipeline import paths, schema
 from tests.conftest import tiny_llama, word_tokenizer
 from tests.test_bad_runtime_inputs import REPO, Project, project  # noqa: F401 (a fixture)
 
@@ -119,7 +119,7 @@ def _untouched(runs: Project) -> None:
 def test_the_stage_runner_stops_on_a_bad_s4_param_before_any_work(project, stage):  # noqa: F811
     block, key, value, message = RUNNER_CASES[stage]
     project.write_params(_edit(block, key, value))
-    line = _one_error_line(project.run("privleak.stage", stage))
+    line = _one_error_line(project.run("privleak.pipeline.stage", stage))
     assert line.startswith(f"privleak: error: params.yaml: {message}"), line
     _untouched(project)
 
@@ -163,7 +163,7 @@ def test_a_corpus_without_one_document_per_unit_stops_s4_retrieve(project, case)
     corpus.write_text("".join(json.dumps(_record(i, u)) + "\n" for i, u in enumerate(units)))
     project.write_params(_edit("s4.smoke", "corpus", {"source": f"file:{CORPUS_FILE}"}))
     try:
-        line = _one_error_line(project.run("privleak.stage", "s4_retrieve"))
+        line = _one_error_line(project.run("privleak.pipeline.stage", "s4_retrieve"))
     finally:
         corpus.unlink()
     assert "stage 's4_retrieve' failed: PrivleakError: " in line and message in line, line
@@ -199,7 +199,7 @@ def public_only_run(tmp_path_factory) -> Path:
 
     runs.write_params(edit)
     for stage in ("s4_retrieve", "s4_generate"):
-        done = runs.run("privleak.stage", stage)
+        done = runs.run("privleak.pipeline.stage", stage)
         assert done.returncode == 0, f"{stage}: {done.stderr[-2000:]}"
     return root
 

@@ -1,4 +1,5 @@
-"""privleak.schema: the real params.yaml passes, its repeated lib names stay in step with lib,
+"""privleak.pipeline.schema: the real params.yaml passes, its repeated lib names stay in step with
+lib,
 and the YAML loader and error lines behave (the bad-input catalogue is test_bad_inputs.py)."""
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import claims, decoding, figures, models, ngrams, paths, prompts, schema
+from privleak import claims, decoding, figures, models, ngrams, prompts
 from privleak.data import dialogs, loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
+from privleak.pipeline import paths, schema
 from privleak.training import schedules
 
 

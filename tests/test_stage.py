@@ -268,7 +268,7 @@ def test_wrapper_picks_the_interpreter_without_the_callers_path(tmp_path, chosen
     name, pid, pythonpath, *args = (tmp_path / "marker").read_text().split()
     assert (name, int(pid)) == (chosen, wrapper.pid)
     assert pythonpath == str(checkout / "lib")
-    assert args == ["-m", "privleak.stage", "toy", "--profile", "smoke"]
+    assert args == ["-m", "privleak.pipeline.stage", "toy", "--profile", "smoke"]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

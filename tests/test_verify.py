@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from privleak import paths, verify
 from privleak.errors import PrivleakError
+from privleak.pipeline import paths, verify
 
 TOLERANCES = """\
 default: {abs: 1.0e-6, rel: 1.0e-4}

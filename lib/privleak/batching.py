@@ -77,7 +77,7 @@ def repeat_cache(cache, batch: int):
 
 UnitCache = Callable[[Hashable, Callable[[], Any]], Any]
 """`cache(key, compute)`: the stored value of unit `key`, else `compute()`, stored. Batched loops
-take one (`privleak.checkpoint.StageStore.cache`), so a long stage resumes batch by batch; the
+take one (`pipeline.checkpoint.StageStore.cache`), so a long stage resumes batch by batch; the
 value holds the batch's outputs and forward counts, so a restored batch equals a computed one.
 Keys digest a batch's inputs, not the model: scope a cache per model."""
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from privleak import paths
 from privleak.errors import PrivleakError, require
-from privleak.params import profile_key
+from privleak.pipeline import paths
+from privleak.pipeline.params import profile_key
 
 SMOLLM2 = "smollm2-135m-instruct"
 MINILM = "all-minilm-l6-v2"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privleak import params as params_module
+from privleak.pipeline import params as params_module
 from privleak.data.records import (
     first_gap,
     first_line,

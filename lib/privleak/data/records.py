@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from privleak import params as params_module
+from privleak.pipeline import params as params_module
 from privleak.errors import PrivleakError, require
 
 # What an S1 `sequences: file:` jsonl must hold per row (`duplicates` is optional).

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import PydanticCustomError, core_schema
 
 from privleak.errors import PrivleakError
-from privleak.params import PROFILES
+from privleak.pipeline.params import PROFILES
 
 # privleak.data.dialogs.DOMAINS
 DIALOG_DOMAINS = ("AIRLINE", "MEDIA", "INSURANCE", "FASTFOOD", "FINANCE", "SOFTWARE")

@@ -14,7 +14,7 @@ def project_root() -> Path:
     for folder in [Path.cwd(), *Path.cwd().parents]:
         if (folder / "dvc.yaml").exists():
             return folder
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 ROOT = project_root()

@@ -18,19 +18,19 @@ from typing import Any
 
 import yaml
 
-from privleak import paths
 from privleak.errors import PrivleakError, require
+from privleak.pipeline import paths
 
 PROFILES = ("smoke", "embedded", "paper")
-PROFILE_ENV = "PRIVLEAK_PROFILE"  # set by privleak.stage for the notebook kernel
+PROFILE_ENV = "PRIVLEAK_PROFILE"  # set by privleak.pipeline.stage for the notebook kernel
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 _PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
 
 
 def load(path: Path | None = None) -> dict[str, Any]:
-    """The whole params file, validated against privleak.schema (every group, every profile
+    """The whole params file, validated against privleak.pipeline.schema (every group, every profile
     block); a one-line PrivleakError names the file, the key path, the value and what is allowed."""
-    from privleak import schema  # pydantic only when params are read, not on every import
+    from privleak.pipeline import schema  # pydantic only when params are read, not on every import
 
     path = Path(path or paths.PARAMS_FILE)
     require(path.exists(), f"params file {path} is missing")
@@ -52,7 +52,7 @@ def lookup(params: dict[str, Any], dotted: str) -> Any:
 
 
 def active_profile() -> str:
-    """The profile of the running stage: $PRIVLEAK_PROFILE (privleak.stage sets it, honouring
+    """The profile of the running stage: $PRIVLEAK_PROFILE (pipeline.stage sets it, honouring
     --profile), else params.yaml's selection, else the placeholder "<profile>"."""
     if env := os.environ.get(PROFILE_ENV):
         return env

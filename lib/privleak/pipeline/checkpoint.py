@@ -37,9 +37,9 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from privleak import params as params_module
-from privleak import paths
 from privleak.errors import require
+from privleak.pipeline import params as params_module
+from privleak.pipeline import paths
 
 T = TypeVar("T")
 FOLDER = "checkpoints"  # under data/

@@ -1,5 +1,5 @@
 """Check that this machine can run the selected profile, before DVC touches anything:
-`python -m privleak.preflight` (the Makefile runs it before `dvc repro`).
+`python -m privleak.pipeline.preflight` (the Makefile runs it before `dvc repro`).
 
 Checks, in this order; the first failure is printed as one line naming the param and its value,
 and the exit status is 2 (0 and a short summary when everything is in place):
@@ -27,11 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from privleak import models, paths
-from privleak import params as params_module
+from privleak import models
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
-from privleak.schema import FAMILY_DIR
+from privleak.pipeline import params as params_module
+from privleak.pipeline import paths
+from privleak.pipeline.schema import FAMILY_DIR
 from privleak.vector_store import TFIDF
 
 HUB_TIMEOUT_S = 5.0
@@ -92,8 +93,11 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     public = (s1.get("public") or {}).get("model")
     if public:
         found.append((f"s1.{p}.public.model", public, True))
-    found += [(f"{group}.{p}.lm", block["lm"], True) for group, block in (("s2", s2), ("s4", s4))
-              if "lm" in block]
+    found += [
+        (f"{group}.{p}.lm", block["lm"], True)
+        for group, block in (("s2", s2), ("s4", s4))
+        if "lm" in block
+    ]
     reranker = (s2.get("retrieval") or {}).get("reranker")
     if reranker is not None and reranker != TFIDF:
         found.append((f"s2.{p}.retrieval.reranker", reranker, False))

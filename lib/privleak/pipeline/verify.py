@@ -1,6 +1,7 @@
 """Compare the workspace's headline metrics with the committed ones, within declared tolerances.
 
-`python -m privleak.verify [--ref REV]` reads every metrics/*.json of the workspace and the same
+`python -m privleak.pipeline.verify [--ref REV]` reads every metrics/*.json of the workspace and the
+same
 file at git revision REV (default HEAD), flattens both to dotted keys, and fails (exit 1) when a
 number moves beyond its tolerance, a string or boolean changes (claim verdicts among them), or a
 key appears or disappears. Tolerances live in metrics/tolerances.yaml:
@@ -34,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from privleak import paths
 from privleak.errors import PrivleakError, require
+from privleak.pipeline import paths
 
 TOLERANCES_FILE = paths.METRICS / "tolerances.yaml"
 

@@ -1,4 +1,5 @@
-"""Run one dvc.yaml stage's notebook: `python -m privleak.stage <stage>` (or `scripts/stage`).
+"""Run one dvc.yaml stage's notebook: `python -m privleak.pipeline.stage <stage>`
+(or `scripts/stage`).
 
 The notebook is notebooks/<stage>.py (jupytext py:percent). It receives only the params the stage
 declares, injected by papermill after its `parameters` cell. The executed copy is written to
@@ -35,9 +36,9 @@ from pathlib import Path
 
 import psutil
 
-from privleak import checkpoint, paths
-from privleak import params as params_module
 from privleak.errors import PrivleakError, require
+from privleak.pipeline import checkpoint, paths
+from privleak.pipeline import params as params_module
 
 EXIT_ERROR = 2
 _ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
