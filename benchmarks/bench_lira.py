@@ -6,8 +6,8 @@ ragged lengths 1..MAX_NEW (samples stop at EOS). Each path scores every sample u
 models (a random-init shape gives three seeds; named weights are scored three times):
 - naive: one unpadded forward of prompt + sample per sample, full-vocabulary logits;
 - fair baseline: `privleak.scoring.continuation_logprobs`, rows batched by length;
-- shared prompt: `privleak.lira.grouped_continuation_logprobs`, each prompt forwarded once and its
-  cache shared by its samples (`privleak.scoring.shared_prefix_logprobs`).
+- shared prompt: `privleak.lira_sampling.grouped_continuation_logprobs`, each prompt forwarded
+  once and its cache shared by its samples (`privleak.scoring.shared_prefix_logprobs`).
 Prints forward tokens, wall time, ratios to the naive and the fair path and max |Δ log-prob|.
 
 Run: `make bench` or `.venv/bin/python benchmarks/bench_lira.py [--model smollm2-135m-shape]
@@ -23,7 +23,7 @@ from common import add_model_args, describe, load_model, timed
 
 from privleak import models
 from privleak.batching import ForwardCounter
-from privleak.lira import grouped_continuation_logprobs
+from privleak.lira_sampling import grouped_continuation_logprobs
 from privleak.models import real_logits
 from privleak.scoring import continuation_logprobs
 

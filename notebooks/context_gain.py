@@ -11,7 +11,7 @@ lm = "smollm2-135m-instruct"
 device = "cpu"
 dtype = "float32"
 device_map = None
-context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 256, "batch_size": 4}
+context_gain = {"corpus": "cnn_dm", "n_examples": 4, "max_context_tokens": 128, "batch_size": 4}
 
 # %%
 import pandas as pd

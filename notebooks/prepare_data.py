@@ -10,7 +10,22 @@
 
 # %% tags=["parameters"]
 seed = 0
-data = {"cnn_dm": {"source": "synthetic:cnn_dm", "n": 4}}
+data = {
+    "cnn_dm": {"source": "synthetic:cnn_dm", "n": 4, "options": {"min_words": 300}},
+    "pubmedqa": {"source": "synthetic:pubmedqa", "n": 4, "options": {"min_words": 300}},
+    "pretrain": {
+        "source": "synthetic:pretrain",
+        "n": 40,
+        "options": {
+            "doc_words": 60,
+            "duplication_counts": [1, 2, 4],
+            "sequences_per_count": 2,
+            "ne_prefix_words": 55,
+            "long_prefix_words": 55,
+            "long_suffix_words": 55,
+        },
+    },
+}
 
 # %%
 import pandas as pd

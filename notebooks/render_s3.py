@@ -37,18 +37,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privleak.claims import bootstrap
 from privleak.errors import require
 from privleak.figures import check_formats, outside_legend, save_figure, save_table, style
-from privleak.lira import (
-    OVERALL,
-    domain_privacy,
-    domain_privacy_interval,
-    lira_picks,
-    lira_scores,
-    lira_success_rates,
-    zero_success_interval,
-)
+from privleak.lira import OVERALL, domain_privacy_table, lira_success_table
 from privleak.pipeline import paths
 
 style()
@@ -81,90 +72,23 @@ def model_of(target: str, policy: str) -> pd.Series:
     return rows.iloc[0]
 
 
-def share(rows: np.ndarray) -> float:
-    """successes / non-empty samples of rows [success, non-empty]; NaN without a sample."""
-    total = rows[:, 1].sum()
-    return rows[:, 0].sum() / total if total else math.nan
-
-
-def interval(success, selected, nonempty, prompt_ids) -> tuple[float, float]:
-    """The success rate's bootstrap interval over prompts; with no success, where every
-    resample reads 0, the exact bound of `zero_success_interval` over the prompts with a pick."""
-    if not success.any() and selected.any():
-        prompts = len(set(np.asarray(prompt_ids, dtype=object)[selected]))
-        counts = int(selected.sum()), int(nonempty.sum())
-        return zero_success_interval(prompts, *counts, alpha=render["alpha"])
-    rows = np.c_[np.asarray(success, float), np.asarray(nonempty, float)]
-    estimate = bootstrap(
-        rows, share, n_boot=render["n_boot"], seed=seed, alpha=render["alpha"], groups=prompt_ids
-    )
-    return estimate.low, estimate.high
-
-
 # %% [markdown]
 # ## LiRa success rates and domain privacy, per policy and target
 
 
 # %%
-def lira_success(drawn: pd.DataFrame, policy: str) -> dict[str, dict]:
-    """Per leaked domain j and OVERALL: the success rate of the target's samples `drawn` under
-    `policy`, its counts and its bootstrap interval over prompts."""
-    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
-    scores = {j: lira_scores(drawn["nll_self"], drawn[f"nll_without_{j}"]) for j in leaked}
-    flags = {j: drawn[f"leak_{policy}_{j}"].to_numpy() for j in leaked}
-    rates = lira_success_rates(scores, flags, nonempty, ids, per_prompt=1)
-    picks = lira_picks(scores, flags, nonempty, ids, per_prompt=1)  # the samples behind them
-    out = {}
-    for key in [OVERALL, *leaked]:
-        low, high = interval(picks[key].success, picks[key].selected, nonempty, ids)
-        out[key] = {
-            "rate": rates[key].rate,
-            "low": low,
-            "high": high,
-            "successes": rates[key].successes,
-            "nonempty": rates[key].nonempty,
-        }
-    return out
-
-
-def privacy(drawn: pd.DataFrame, policy: str) -> dict[str, dict]:
-    """Per leaked domain j: C_hat of the target's samples `drawn` against the reference's under
-    `policy`, with its bootstrap interval over prompts and both leak rates."""
-    out = {}
-    for j in leaked:
-        reference = samples[samples["model"] == references[j]]
-        masks = (
-            drawn[f"leak_{policy}_{j}"].to_numpy(),
-            reference[f"leak_{policy}_{j}"].to_numpy(),
-            ~drawn["empty"].to_numpy(),
-            ~reference["empty"].to_numpy(),
-        )
-        point = domain_privacy(*masks, pseudocount=render["pseudocount"])
-        estimate = domain_privacy_interval(
-            *masks,
-            drawn["prompt_id"].tolist(),
-            reference["prompt_id"].tolist(),
-            n_boot=render["n_boot"],
-            seed=seed,
-            alpha=render["alpha"],
-            pseudocount=render["pseudocount"],
-        )
-        out[j] = {
-            "ratio": point.ratio,
-            "low": estimate.low,
-            "high": estimate.high,
-            "target_rate": point.target_rate,
-            "reference_rate": point.reference_rate,
-        }
-    return out
-
+BOOT = {"n_boot": render["n_boot"], "seed": seed, "alpha": render["alpha"]}
+reference_samples = {j: samples[samples["model"] == references[j]] for j in leaked}
 
 rows, metrics_targets = [], {}
 for policy in POLICIES:
     for target in TARGETS:
         entry = model_of(target, policy)
         drawn = samples[samples["model"] == entry["model"]].reset_index(drop=True)
-        rates, ratios = lira_success(drawn, policy), privacy(drawn, policy)
+        rates = lira_success_table(drawn, policy, leaked, **BOOT)
+        ratios = domain_privacy_table(
+            drawn, reference_samples, policy, **BOOT, pseudocount=render["pseudocount"]
+        )
         summary = {
             "model": entry["model"],
             "test_ppl": ppl[entry["model"]],

@@ -33,8 +33,8 @@ from privleak import models as registry
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
-from privleak.metrics.influence import ngram_influence
-from privleak.ngrams import Window, ngram_spans
+from privleak.metrics.influence_rows import family_example_rows
+from privleak.ngrams import Window
 from privleak.pipeline import checkpoint, paths
 from privleak.prompts import s0_prompt
 
@@ -55,45 +55,13 @@ WINDOW = Window.of(family)
 
 def example_rows(size, parameters, model, tokenizer, generation, prompts, g):
     """(response row, n-gram rows) of example g under one family size."""
-    record, prompt = records[g], prompts[g]
-    length = int(generation.lengths[g])
-    response = generation.tokens[g, :length].tolist()
-    response_row = {
-        "size": size,
-        "parameters": parameters,
-        "example": record["id"],
-        "context_tokens": len(prompt.context),
-        "length": length,
-        "tau": float(generation.tau[g, :length].sum()),
-    }
-    tau = ngram_influence(
-        model,
-        prompt,
-        response,
-        generation.logp_context[g, :length],
-        family["n"],
-        lam=1.0,
-        temperature=temperature,
-        eos_token_id=tokenizer.eos_token_id,
-        min_new_tokens=min_new_tokens,
-        window=WINDOW,
-        pad_id=tokenizer.pad_token_id,
-    )
-    gram_rows = [
-        {
-            "size": size,
-            "parameters": parameters,
-            "example": record["id"],
-            "n": family["n"],
-            "window": WINDOW.kind,
-            "stride": WINDOW.stride,
-            "i": i,
-            "start": start,
-            "tau": float(tau[i].sum()),
-        }
-        for i, (start, _end) in enumerate(ngram_spans(len(prompt.context), family["n"], WINDOW))
-    ]
-    return response_row, gram_rows
+    decoding = {"lam": 1.0, "temperature": temperature, "eos_token_id": tokenizer.eos_token_id,
+                "min_new_tokens": min_new_tokens, "pad_id": tokenizer.pad_token_id}  # fmt: skip
+    describe = {"size": size, "parameters": parameters, "example": records[g]["id"]}
+    return family_example_rows(
+        model, prompts[g], generation, g, describe=describe, n=family["n"], window=WINDOW,
+        decoding=decoding,
+    )  # fmt: skip
 
 
 # %%

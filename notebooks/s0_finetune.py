@@ -24,11 +24,11 @@ lams = [0.5, 1.0, 1.5]
 max_batch_streams = 16
 finetune = {
     "enabled": True,
-    "docs": 4,
+    "docs": 2,
     "epochs": 1,
     "batch_size": 2,
     "seq_len": 64,
-    "learning_rate": 1e-4,
+    "learning_rate": 0.0001,
 }
 
 # %%

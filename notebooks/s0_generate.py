@@ -27,20 +27,17 @@ count_eos = True
 temperature = 0.8
 lams = [0.5, 1.0, 1.5]
 max_batch_streams = 16
-sweep = {"corpus": "pubmedqa", "examples": 2, "temperatures": [0.5, 1.0], "lams": [0.0, 1.0]}
-context_sizes = {"corpus": "pubmedqa", "examples": 2, "sizes": [8, 16]}
+sweep = {"corpus": "pubmedqa", "examples": 2, "temperatures": [0.5, 1.0], "lams": [0.0, 1.0, 2.0]}
+context_sizes = {"corpus": "pubmedqa", "examples": 2, "sizes": [8, 64]}
 
 # %%
-import time
-
 import pandas as pd
 
 from privleak import models as registry
-from privleak.cid import cid_generate, generation_rows
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
+from privleak.metrics.influence_rows import cid_experiment
 from privleak.pipeline import checkpoint, paths
-from privleak.prompts import s0_prompt
 
 OUT = paths.INTERIM / "s0" / "generate"
 OUT.mkdir(parents=True, exist_ok=True)
@@ -53,49 +50,21 @@ def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(N
     """CID responses for the first `count` records of `corpus` (params `key` = count; more than
     the corpus holds is an error) × settings × context sizes."""
     chosen = take(records[corpus], count, key=key, corpus=corpus)
+    limits = [context_tokens if size is None else size for size in sizes]
     rows = []
-    for size in sizes:
-        limit = context_tokens if size is None else size
-        examples, prompts, keys = [], [], []
-        for index, record in enumerate(chosen):
-            prompt, reference = s0_prompt(tokenizer, record, corpus, template, limit)
-            prompts.append(prompt)
-            keys.append((record["id"], limit))  # the response's random stream
-            examples.append(
-                {
-                    "experiment": experiment,
-                    "model": lm,
-                    "corpus": corpus,
-                    "example": record["id"],
-                    "example_index": index,
-                    "context_limit": limit,
-                    "context_tokens": len(prompt.context),
-                    "context": tokenizer.decode(prompt.context),
-                    "reference": reference,
-                }
-            )
-        started = time.perf_counter()
-        generation = cid_generate(
-            model,
-            prompts,
-            settings,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=min_new_tokens,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_id=tokenizer.pad_token_id,
-            seed=seed,
-            example_ids=keys,
-            max_batch_streams=max_batch_streams,
-            count_eos=count_eos,
-            cache=store.cache(experiment, lm),
-        )
+    for limit, generation, seconds, batch in cid_experiment(
+        model, tokenizer, chosen, settings, limits=limits, corpus=corpus, template=template,
+        describe={"experiment": experiment, "model": lm}, max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens, seed=seed, max_batch_streams=max_batch_streams,
+        count_eos=count_eos, cache=store.cache(experiment, lm),
+    ):  # fmt: skip
         print(
-            f"{lm} {experiment} {corpus} |D|<={limit}: {len(prompts)} contexts x "
-            f"{len(settings)} settings in {time.perf_counter() - started:.1f} s; forwarded "
+            f"{lm} {experiment} {corpus} |D|<={limit}: {len(chosen)} contexts x "
+            f"{len(settings)} settings in {seconds:.1f} s; forwarded "
             f"{generation.prefill_counter.tokens} prefill + {generation.step_counter.tokens} "
             "step tokens"
         )
-        rows += generation_rows(generation, tokenizer, examples, settings)
+        rows += batch
     return rows
 
 

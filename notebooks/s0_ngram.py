@@ -30,9 +30,14 @@ max_new_tokens = 12
 min_new_tokens = 4
 count_eos = True
 temperature = 0.8
-ngram = {"corpus": "pubmedqa", "examples": 1, "ns": [32, 8], "unigram_context_tokens": 16,
-         "window": "block"}  # fmt: skip
-bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 16}
+ngram = {
+    "corpus": "pubmedqa",
+    "examples": 1,
+    "ns": [32, 16, 8],
+    "unigram_context_tokens": 8,
+    "window": "block",
+}
+bounded = {"corpus": "pubmedqa", "examples": 1, "eps": [0.5, 2.0], "lam_max": 1.0, "n": 32}
 max_batch_streams = 16
 batch_size = 8
 
@@ -46,7 +51,8 @@ from privleak.batching import ForwardCounter
 from privleak.cid import cid_generate
 from privleak.data.records import read_jsonl, take
 from privleak.metrics.influence import ngram_influence
-from privleak.ngrams import Window, ngram_spans
+from privleak.metrics.influence_rows import bounded_example_row, ngram_example_rows
+from privleak.ngrams import Window
 from privleak.pipeline import checkpoint, paths
 from privleak.prompts import s0_prompt
 
@@ -95,37 +101,10 @@ WINDOW = Window.of(ngram)
 
 def f3_rows(g):
     """Example g's rows (every n, every i) and the tokens its ablations forwarded."""
-    record, prompt, counter, rows = records[g], prompts[g], ForwardCounter(), []
-    length = int(generation.lengths[g])
-    response = generation.tokens[g, :length].tolist()
-    for n in ngram["ns"]:
-        tau = ngram_influence(
-            model,
-            prompt,
-            response,
-            generation.logp_context[g, :length],
-            n,
-            **CID_AT_1,
-            window=WINDOW,
-            counter=counter,
-        )
-        for i, (start, end) in enumerate(ngram_spans(len(prompt.context), n, WINDOW)):
-            rows.append(
-                {
-                    "example": record["id"],
-                    "context_tokens": len(prompt.context),
-                    "n": n,
-                    "window": WINDOW.kind,
-                    "stride": WINDOW.stride,
-                    "i": i,
-                    "start": start,
-                    "end": end,
-                    "length": length,
-                    "tau": float(tau[i].sum()),
-                    "tau_tokens": tau[i].tolist(),
-                }
-            )
-    return rows, counter
+    return ngram_example_rows(
+        model, prompts[g], generation, g, example=records[g]["id"], ns=ngram["ns"],
+        window=WINDOW, decoding=CID_AT_1,
+    )  # fmt: skip
 
 
 started, counter = time.perf_counter(), ForwardCounter()
@@ -189,33 +168,11 @@ unigram.sort_values("tau", ascending=False).head(8)
 # %%
 def bounded_row(g):
     """The row of response g (example × ε) and the tokens its ablations forwarded."""
-    record, prompt = records[g // len(settings)], prompts[g // len(settings)]
-    eps, counter = bounded["eps"][g % len(settings)], ForwardCounter()
-    length = int(run.lengths[g])
-    response = run.tokens[g, :length].tolist()
-    tau_ngram = ngram_influence(
-        model,
-        prompt,
-        response,
-        run.logp_context[g, :length],
-        bounded["n"],
-        **(CID_AT_1 | {"lam": bounded["lam_max"], "eps": eps}),
-        counter=counter,
-    )
-    row = {
-        "example": record["id"],
-        "eps": eps,
-        "lam_max": bounded["lam_max"],
-        "n": bounded["n"],
-        "length": length,
-        "response": tokenizer.decode(response, skip_special_tokens=True),
-        "tau_whole": float(run.tau[g, :length].sum()),
-        "max_tau_whole_token": float(run.tau[g, :length].max()),
-        "max_tau_ngram_token": float(tau_ngram.max()),
-        "tau_ngram_mean": float(tau_ngram.sum(dim=1).mean()),
-        "mean_lam_used": float(run.lam_used[g, :length].mean()),
-    }
-    return row, counter
+    return bounded_example_row(
+        model, tokenizer, prompts[g // len(settings)], run, g,
+        example=records[g // len(settings)]["id"], eps=bounded["eps"][g % len(settings)],
+        lam_max=bounded["lam_max"], n=bounded["n"], decoding=CID_AT_1,
+    )  # fmt: skip
 
 
 started, counter = time.perf_counter(), ForwardCounter()

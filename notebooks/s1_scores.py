@@ -16,6 +16,10 @@
 decoders = [
     {"name": "greedy", "kind": "greedy"},
     {"name": "sampling", "kind": "sampling"},
+    {"name": "top-k 5", "kind": "top_k", "value": 5},
+    {"name": "top-k 10", "kind": "top_k", "value": 10},
+    {"name": "top-p 0.6", "kind": "top_p", "value": 0.6},
+    {"name": "temp 0.1", "kind": "temperature", "value": 0.1},
 ]
 scores = {
     "models": "family",
@@ -23,7 +27,7 @@ scores = {
     "prefix_tokens": 50,
     "ne_suffix_tokens": 4,
     "long_suffix_tokens": 50,
-    "prefix_lengths": [10, 20, 30, 40, 50],
+    "prefix_lengths": [10, 30, 50],
     "batch_size": 16,
     "device": "cpu",
     "dtype": "float32",

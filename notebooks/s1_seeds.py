@@ -14,6 +14,10 @@
 decoders = [
     {"name": "greedy", "kind": "greedy"},
     {"name": "sampling", "kind": "sampling"},
+    {"name": "top-k 5", "kind": "top_k", "value": 5},
+    {"name": "top-k 10", "kind": "top_k", "value": 10},
+    {"name": "top-p 0.6", "kind": "top_p", "value": 0.6},
+    {"name": "temp 0.1", "kind": "temperature", "value": 0.1},
 ]
 models = "family"
 prefix_tokens = 50

@@ -44,8 +44,8 @@ pad = {
 static_sigma = 0.5
 sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
 distance = {"table": 1.0, "sweep": [0.8, 1.0]}
-summary = {"max_new_tokens": 12}
-esp = {"prompts": 2, "max_secrets": 2, "cue_words": 6, "draws": 8}
+summary = {"max_new_tokens": 8}
+esp = {"prompts": 1, "max_secrets": 2, "cue_words": 6, "draws": 8}
 
 # %%
 import dataclasses
@@ -56,8 +56,14 @@ import pandas as pd
 
 from privleak import models as registry
 from privleak.errors import require
-from privleak.pad import PADSettings, StaticNoise
-from privleak.pad_rag import defended_generate, rag_prompt, secret_logprobs, summary_prompt
+from privleak.pad import PADSettings
+from privleak.pad_rag import (
+    defended_generate,
+    noise_defenses,
+    rag_prompt,
+    secret_logprobs,
+    summary_prompt,
+)
 from privleak.pipeline import checkpoint, paths
 
 IN, OUT = paths.INTERIM / "s2" / "index", paths.INTERIM / "s2" / "generate"
@@ -88,39 +94,6 @@ timings = {}
 
 
 # %%
-def noise_defenses(corpus: str) -> dict[str, tuple[str, float, object]]:
-    """{defense: (family, swept value, noise)}; the sweeps run on the sweep corpus only."""
-    out = {
-        "extraction": ("table", float("nan"), None),
-        "static": ("table", static_sigma, StaticNoise(static_sigma)),
-        "pad": ("table", pad["amplification"], pad_settings),
-    }
-    if corpus != sweep_corpus:
-        return out
-    out["no_calib"] = (
-        "ablation",
-        float("nan"),
-        dataclasses.replace(pad_settings, calibration=False),
-    )
-    out["no_sens"] = (
-        "ablation",
-        float("nan"),
-        dataclasses.replace(pad_settings, sensitivity=False),
-    )
-    for value in sweeps["amplifications"]:
-        if value != pad["amplification"]:
-            noise = dataclasses.replace(pad_settings, amplification=value)
-            out[f"amplification={value:g}"] = ("amplification", value, noise)
-    for value in sweeps["epsilons"]:
-        if value != pad["epsilon"]:
-            out[f"epsilon={value:g}"] = (
-                "epsilon",
-                value,
-                dataclasses.replace(pad_settings, epsilon=value),
-            )
-    return out
-
-
 def contexts_of(ids) -> list[str]:
     return [text[(corpus, i)] for i in ids]
 
@@ -129,7 +102,7 @@ rows = []
 started = time.perf_counter()
 for corpus in corpora:
     asked = prompts[prompts["corpus"] == corpus]
-    defenses = noise_defenses(corpus)
+    defenses = noise_defenses(pad_settings, static_sigma, sweep=corpus == sweep_corpus, **sweeps)
     texts = [
         rag_prompt(q, contexts_of(ids))
         for q, ids in zip(asked["question"], asked["context_ids"], strict=True)

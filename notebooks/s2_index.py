@@ -21,13 +21,15 @@ seed = 0
 embedder = "all-minilm-l6-v2"
 device = "cpu"
 corpora = {
-    "healthcaremagic": {"source": "synthetic:healthcaremagic", "n": 40},
+    "healthcaremagic": {"source": "synthetic:healthcaremagic", "n": 20},
+    "icliniq": {"source": "synthetic:icliniq", "n": 20},
+    "enron": {"source": "synthetic:enron", "n": 20},
 }
-styles = {"healthcaremagic": "health"}
+styles = {"healthcaremagic": "health", "icliniq": "health", "enron": "enron"}
 embed_batch_size = 64
-chunk_words = 256
-attack = {"prompts": 3, "targeted_share": 0.5}
-retrieval = {"k": 6, "rerank_top": 3, "reranker": "tfidf"}
+chunk_words = 100
+attack = {"prompts": 2, "targeted_share": 0.5}
+retrieval = {"k": 6, "rerank_top": 2, "reranker": "tfidf"}
 
 # %%
 import math

@@ -4,13 +4,13 @@
 # prompt (`attack.samples` draws, top-k `attack.top_k`, at most `attack.max_new_tokens` tokens,
 # stopping at EOS; a draw depends only on (seed, prompt, draw index), so every training run of a
 # target draws with the same random numbers and runs differ by their models only). Each sample is
-# scored by its mean token NLL (`privleak.lira.sequence_nll`, the log-perplexity of the sampled ids
-# given the prompt) under the model itself and under every reference, and checked by both
-# policies for every leaked domain j (the private domains other than `domain`): a sample leaks j
-# when F_j flags one of its words. Empty samples (whitespace only) get no score.
+# scored by its mean token NLL (`privleak.lira_sampling.sequence_nll`, the log-perplexity of the
+# sampled ids given the prompt) under the model itself and under every reference, and checked by
+# both policies for every leaked domain j (the private domains other than `domain`): a sample leaks
+# j when F_j flags one of its words. Empty samples (whitespace only) get no score.
 #
-# Held-out perplexity: each model on all test dialogs (`privleak.lira.held_out_nll`, chunks of
-# `train.seq_len` tokens as in training), kept per dialog too so that perplexity contrasts can be
+# Held-out perplexity: each model on all test dialogs (`privleak.lira_sampling.held_out_nll`, chunks
+# of `train.seq_len` tokens as in training), kept per dialog too so that perplexity contrasts can be
 # resampled over dialogs.
 #
 # Saved: samples.parquet, one row per (model, prompt, sample) with text, empty, nll_self,
@@ -44,7 +44,7 @@ import pandas as pd
 
 from privleak import models as registry
 from privleak.errors import require
-from privleak.lira import held_out_nll, sample_continuations, sequence_nll
+from privleak.lira_sampling import held_out_nll, sample_continuations, sequence_nll
 from privleak.models import load_embedder
 from privleak.pipeline import checkpoint, paths
 from privleak.policies import ClassifierPolicy, KeywordPolicy, sentence_embed

@@ -52,7 +52,6 @@ context_turns = 2
 
 # %%
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -67,9 +66,9 @@ from privleak.pipeline.params import profile_key
 from privleak.policies import (
     ClassifierPolicy,
     KeywordPolicy,
+    LabelsKept,
     redact_own_domains,
     sentence_embed,
-    word_spans,
 )
 
 OUT = paths.INTERIM / "s3" / "prepare"
@@ -172,52 +171,17 @@ prompt_table.head()
 # end where a label starts the next turn. So only the utterance after a label is ever masked.
 
 # %%
-SPEAKER_LABEL = re.compile(r"^[ \t]*(USER|AGENT)(?=[ \t]*:)", re.MULTILINE)
 FIX = {
     "keyword": f"shorten its list in {profile_key('s3.keywords')}",
     "classifier": f"raise {profile_key('s3.classifier.threshold')}",
 }
 dialog_ids = dict(zip(train_set["text"], train_set["id"], strict=True))
-
-
-def label_words(text: str) -> set[int]:
-    """Indices (word_spans order) of the words that are a line's speaker label."""
-    starts = {match.start(1) for match in SPEAKER_LABEL.finditer(text)}
-    return {i for i, (start, _) in enumerate(word_spans(text)) if start in starts}
-
-
-class LabelsKept:
-    """`policy` with speaker labels never flagged, counting per domain the words it flags."""
-
-    def __init__(self, policy, name: str):
-        self.policy, self.name, self.domains = policy, name, policy.domains
-        self.counts: dict[str, dict[str, int]] = {}
-
-    def flags_many(self, texts, domain_name: str) -> list[list[bool]]:
-        flags = []
-        for text, row in zip(texts, self.policy.flags_many(list(texts), domain_name), strict=True):
-            labels = label_words(text)
-            flags.append([flagged and i not in labels for i, flagged in enumerate(row)])
-            require(
-                not flags[-1] or not all(flags[-1]),
-                f"the s3 {self.name} policy flags every word of {domain_name} train dialog "
-                f"{dialog_ids.get(text)!r}, so redacting it leaves no word; {FIX[self.name]}",
-            )
-        self.counts[domain_name] = {
-            "dialogs": len(flags),
-            "dialogs_masked": sum(any(row) for row in flags),
-            "words": sum(map(len, flags)),
-            "words_masked": sum(map(sum, flags)),
-        }
-        return flags
-
-
 redaction_rows = []
 
 
 def redact_train(name: str, policy) -> None:
     """Add column redacted_<name>: train dialogs of private domains masked by their own F_d."""
-    kept = LabelsKept(policy, name)
+    kept = LabelsKept(policy, name, FIX[name], dialog_ids)
     redacted, masked_share = redact_own_domains(
         train_set.to_dict("records"), kept, domains=private_domains
     )

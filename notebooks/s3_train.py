@@ -19,7 +19,7 @@
 # samples against them, and domain privacy compares the targets' leak rates with theirs. Every
 # model of run 0 uses the same `seed` (the same batch order for the same data; DP draws its
 # Poisson batches and noise from it). Each target is trained `seeds` times: run k uses seed + k
-# and lands in models/run<k>/, so render_claims can resample training runs (DESIGN §8). The
+# and lands in models/run<k>/, so render_claims can resample training runs (docs/design.md §8). The
 # references, the attacker's instruments, are trained once. AdamW runs share `train`; DP runs
 # take `dp`'s batch size and learning rate and `train`'s epochs and seq_len.
 #
@@ -47,19 +47,15 @@ schedule = {"name": "exp_concave", "options": {"sharpness": 5.0}}
 # %%
 import math
 import shutil
-import time
 
 import numpy as np
 import pandas as pd
-import torch
 
 from privleak import models as registry
 from privleak.errors import require
 from privleak.pipeline import checkpoint, paths
 from privleak.pipeline.params import profile_key
-from privleak.training.finetune import finetune_causal_lm
-from privleak.training.private import dp_finetune_causal_lm, jft_finetune
-from privleak.training.schedules import schedule_finetune
+from privleak.training.targets import fit_target, optimiser_settings, target_plans
 
 IN = paths.INTERIM / "s3" / "prepare"
 MODELS, OUT = paths.INTERIM / "s3" / "models", paths.INTERIM / "s3" / "train"
@@ -101,63 +97,8 @@ store = checkpoint.open_stage("s3_train", globals())
 # ## The models to train
 
 # %%
-adamw = {key: train[key] for key in ("epochs", "batch_size", "seq_len", "learning_rate")}
-private = {
-    "target_epsilon": dp["target_epsilon"],
-    "delta": dp["delta"],
-    "max_grad_norm": dp["max_grad_norm"],
-    "epochs": train["epochs"],
-    "batch_size": dp["batch_size"],
-    "seq_len": train["seq_len"],
-    "learning_rate": dp["learning_rate"],
-}
-
-
-def subset(mask) -> list[list[int]]:
-    return [doc for doc, keep in zip(original, mask, strict=True) if keep]
-
-
-def planned(model, target, kind, docs, policy=None, without=None) -> dict:
-    """One model to train (run 0): its folder name, target, redaction policy (None: not
-    redacted) or left-out domain (references), training kind and documents."""
-    return {
-        "model": model,
-        "run": 0,
-        "target": target,
-        "policy": policy,
-        "without": without,
-        "kind": kind,
-        "docs": docs,
-    }
-
-
-plans = [
-    planned(f"{domain.lower()}_only", f"{domain} Only", "adamw", subset(of_domain == domain)),
-    planned("public", "Public", "adamw", original),
-    planned("private", "Private", "dp", original),
-]
-for policy in POLICIES:
-    plans += [
-        planned(f"pub_redacted-{policy}", "Pub+Redacted", "adamw", redacted[policy], policy),
-        planned(f"jft-{policy}", "JFT", "jft", redacted[policy], policy),
-        planned(f"schedule-{policy}", "Redaction Schedule", "schedule", redacted[policy], policy),
-    ]
-plans += [
-    planned(
-        f"reference-no_{j.lower()}",
-        f"Reference (D without {j})",
-        "adamw",
-        subset(of_domain != j),
-        without=j,
-    )
-    for j in leaked
-]
-targets = [plan for plan in plans if plan["without"] is None]
-plans += [
-    plan | {"model": f"run{run}/{plan['model']}", "run": run}
-    for run in range(1, seeds)
-    for plan in targets
-]
+adamw, private = optimiser_settings(train, dp)
+plans = target_plans(original, redacted, of_domain, domain=domain, leaked=leaked, seeds=seeds)
 pd.DataFrame(
     [{k: v for k, v in p.items() if k != "docs"} | {"dialogs": len(p["docs"])} for p in plans]
 )
@@ -167,84 +108,18 @@ pd.DataFrame(
 
 
 # %%
-def adamw_tokens(model) -> tuple[list[int], object]:
-    """A counter of the real input tokens of every AdamW forward (the only ones given labels;
-    DP counts its own), and the hook's handle."""
-    seen = [0]
-
-    def count(module, args, kwargs):
-        if kwargs.get("labels") is not None:
-            seen[0] += int(kwargs["attention_mask"].sum())
-
-    return seen, model.register_forward_pre_hook(count, with_kwargs=True)
-
-
-def last_finite(losses) -> float:
-    finite = [loss for loss in losses if math.isfinite(loss)]
-    return finite[-1] if finite else math.nan
-
-
 def fit(plan) -> dict:
-    """Fine-tune a fresh copy of `base` as `plan` says, with seed + its run; its weights, log
-    row and losses."""
-    run_seed = seed + plan["run"]
-    torch.manual_seed(run_seed)  # dropout (GPT-2) draws from torch's global generator
-    model, _ = registry.load(base, device=device, dtype="float32")
-    seen, hook = adamw_tokens(model)
-    pad = tokenizer.pad_token_id
-    row = {"epsilon": math.nan, "delta": math.nan, "noise_multiplier": math.nan}
-    dp_seconds, dp_tokens = 0.0, 0
-    started = time.perf_counter()
-    if plan["kind"] == "adamw":
-        losses = finetune_causal_lm(model, plan["docs"], pad_id=pad, seed=run_seed, **adamw)
-    elif plan["kind"] == "schedule":
-        result = schedule_finetune(
-            model,
-            plan["docs"],
-            original,
-            pad_id=pad,
-            seed=run_seed,
-            schedule=schedule["name"],
-            schedule_options=schedule.get("options") or {},
-            **adamw,
-        )
-        losses = result.losses
-        row["mean_redacted_share"] = float(np.mean(result.redacted_share))
-    else:
-        if plan["kind"] == "dp":
-            result = dp_finetune_causal_lm(
-                model, plan["docs"], pad_id=pad, seed=run_seed, **private
-            )
-            first = []
-        else:
-            jft = jft_finetune(
-                model,
-                plan["docs"],
-                original,
-                pad_id=pad,
-                seed=run_seed,
-                redacted_phase=adamw,
-                private_phase=private,
-            )
-            result, first = jft.private, jft.redacted_losses
-        losses = first + result.losses
-        dp_seconds, dp_tokens = result.wall_seconds, result.tokens_seen
-        row |= {
-            "epsilon": result.epsilon,
-            "delta": result.delta,
-            "noise_multiplier": result.noise_multiplier,
-        }
-    seconds = time.perf_counter() - started
-    hook.remove()
-    row |= {"steps": len(losses), "tokens": seen[0] + dp_tokens, "final_loss": last_finite(losses)}
-    state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
-    timing = {
-        "wall_s": seconds,
-        "dp_wall_s": dp_seconds,
-        "adamw_tokens": seen[0],
-        "dp_tokens": dp_tokens,
-    }
-    return {"state": state, "row": row, "losses": losses, "timing": timing}
+    """Fine-tune a fresh copy of `base` as `plan` says; its weights, log row and losses."""
+    return fit_target(
+        plan,
+        lambda: registry.load(base, device=device, dtype="float32")[0],
+        original,
+        pad_id=tokenizer.pad_token_id,
+        seed=seed,
+        adamw=adamw,
+        private=private,
+        schedule=schedule,
+    )
 
 
 logs, loss_rows, timings = [], [], []

@@ -35,7 +35,7 @@ generation = {
     "max_new_tokens": 6,
     "min_new_tokens": 1,
     "max_batch_streams": 10,
-    "rag_k": 3,
+    "rag_k": 2,
     "answer_prefix": "The disease is called",
 }
 
@@ -51,13 +51,10 @@ from privleak.data.medical import document_text, names_disease
 from privleak.data.records import read_jsonl
 from privleak.dp_rag import (
     DPICLSettings,
-    dp_icl_forced_logprobs,
     dp_rag_generate,
-    lm_forced_distribution,
-    prompt_ids,
+    planted_fact_rows,
     rag_generate,
     split_budget,
-    stream_prompts,
 )
 from privleak.errors import require
 from privleak.pipeline import checkpoint, paths
@@ -155,38 +152,13 @@ responses.groupby(["kind", "decoder", "epsilon"])[["correct", "reproduced", "doc
 
 # %%
 planted = questions[questions["kind"] == "planted"]
-eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
 
 
 def fact_rows(question) -> list[dict]:
-    fact = tokenizer(question["fact"], add_special_tokens=False)["input_ids"]
-    base = {"question_id": question["question_id"], "fact_tokens": len(fact)}
-    blocked = generation["min_new_tokens"]  # the decoder blocks EOS on the first answer tokens
-    streams = stream_prompts(
-        tokenizer,
-        question["question"],
-        [documents[i] for i in question["chosen"]],
-        template,
-        question["answer_prefix"],
-    )
-    logprobs = dp_icl_forced_logprobs(
-        model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
-    )  # [epsilons, fact tokens], one forward for every epsilon
-    out = [
-        {**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
-         "log_prob": float(row.sum()), "greedy_emits": None}
-        for spent, row in zip(budgets, logprobs, strict=True)
-    ]  # fmt: skip
-    rag = prompt_ids(tokenizer, question["question"], [documents[i] for i in question["rag"]],
-                     template, question["answer_prefix"])  # fmt: skip
-    distribution = lm_forced_distribution(
-        model, rag, fact, pad_id=pad, eos_token_id=eos, blocked_steps=blocked
-    )
-    chosen = distribution.gather(-1, distribution.new_tensor(fact).long()[:, None])
-    out.append({**base, "decoder": "rag", "epsilon": math.inf,
-                "log_prob": float(chosen.sum()),
-                "greedy_emits": distribution.argmax(-1).tolist() == fact})  # fmt: skip
-    return out
+    return planted_fact_rows(
+        model, tokenizer, question, documents, settings, budgets,
+        template=template, blocked_steps=generation["min_new_tokens"],
+    )  # fmt: skip
 
 
 started = time.perf_counter()

@@ -22,7 +22,7 @@ device = "cpu"
 corpus = {
     "source": "synthetic:medical_dirichlet",
     "n": 60,
-    "options": {"diseases": 6, "concentration": 1.0, "rare_details": 3},
+    "options": {"diseases": 4, "concentration": 1.0, "rare_details": 2},
 }
 embed_batch_size = 64
 max_diseases = None
@@ -35,7 +35,7 @@ retrieval = {
     "score_range": [0.0, 1.0],
     "max_retrieve": 4,
 }
-rag_k = 3
+rag_k = 2
 densities = {"documents": 30, "epsilon": 1.0, "k": 10, "p": 0.5, "draws": 2000}
 
 # %%

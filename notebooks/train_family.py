@@ -18,15 +18,20 @@ family = {
     "vocab_size": 512,
     "block_size": 128,
     "window": 512,
-    "sizes": {"h8": {"hidden": 8, "layers": 1, "heads": 2, "intermediate": 16}},
+    "sizes": {
+        "h8": {"hidden": 8, "layers": 1, "heads": 2, "intermediate": 16},
+        "h16": {"hidden": 16, "layers": 1, "heads": 2, "intermediate": 32},
+        "h24": {"hidden": 24, "layers": 2, "heads": 2, "intermediate": 48},
+        "h32": {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64},
+    },
     "epochs": 1,
     "batch_size": 8,
-    "lr": 3.0e-3,
+    "lr": 0.003,
     "warmup_steps": 2,
     "mix": {"cnn_dm": 2, "pubmedqa": 2},
     "mix_seed_offset": 1000,
     "seeds": 2,
-    "workers": 2,
+    "workers": 1,
 }
 
 # %%

@@ -1,12 +1,12 @@
 # %% [markdown]
 # # The tiny family, retrained with other seeds
-# A claim about a trained model holds only if it survives retraining (DESIGN §8): its interval
-# must cover training randomness, not just the choice of sequences. This stage retrains every
-# size of train_family's family on exactly its tokens (data/family/blocks.safetensors, the same
-# tokenizer, the same schedule) with seeds seed + 1 .. seed + seeds - 1, which change the
-# initial weights and the batch order. Run k is saved as data/family_seeds/run<k>/<size>/ with
-# its own manifest, so it loads and checks like data/family. s1_seeds scores the planted
-# sequences on every run; the claims resample runs and sequences together.
+# A claim about a trained model holds only if it survives retraining (docs/design.md §8): its
+# interval must cover training randomness, not just the choice of sequences. This stage retrains
+# every size of train_family's family on exactly its tokens (data/family/blocks.safetensors, the
+# same tokenizer, the same schedule) with seeds seed + 1 .. seed + seeds - 1, which change the
+# initial weights and the batch order. Run k is saved as data/family_seeds/run<k>/<size>/ with its
+# own manifest, so it loads and checks like data/family. s1_seeds scores the planted sequences on
+# every run; the claims resample runs and sequences together.
 
 # %% tags=["parameters"]
 seed = 0
@@ -14,15 +14,20 @@ family = {
     "vocab_size": 512,
     "block_size": 128,
     "window": 512,
-    "sizes": {"h8": {"hidden": 8, "layers": 1, "heads": 2, "intermediate": 16}},
+    "sizes": {
+        "h8": {"hidden": 8, "layers": 1, "heads": 2, "intermediate": 16},
+        "h16": {"hidden": 16, "layers": 1, "heads": 2, "intermediate": 32},
+        "h24": {"hidden": 24, "layers": 2, "heads": 2, "intermediate": 48},
+        "h32": {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64},
+    },
     "epochs": 1,
     "batch_size": 8,
-    "lr": 3.0e-3,
+    "lr": 0.003,
     "warmup_steps": 2,
     "mix": {"cnn_dm": 2, "pubmedqa": 2},
     "mix_seed_offset": 1000,
     "seeds": 2,
-    "workers": 2,
+    "workers": 1,
 }
 
 # %%

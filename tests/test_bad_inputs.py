@@ -124,7 +124,7 @@ class Case:
 INF, NAN = float("inf"), float("nan")
 CORPUS = "data.smoke.cnn_dm"
 CASES = {
-    # the list
+    # the catalogue of bad params (docs/design.md §9)
     "repeat_share_5": Case(
         "s0.embedded.repeat_share", 5, "s0.embedded.repeat_share = 5: must be a number in [0, 1]"
     ),

@@ -16,7 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DVC = shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
-# The stage that reads each tracked folder, per the issue: corpora -> prepare_data, S1 lists ->
+# The stage that reads each tracked folder: corpora -> prepare_data, S1 lists ->
 # s1_scores and s1_isp.
 READERS = {
     "data/external/corpora": ["prepare_data"],

@@ -3,6 +3,8 @@ through the shared decoder, and the exact log-probs of forced continuations."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from privleak.dp_rag import (
     dp_rag_generate,
     forced_logprobs,
     lm_forced_distribution,
+    planted_fact_rows,
     prompt_ids,
     prompt_text,
     rag_generate,
@@ -295,3 +298,34 @@ def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
 
     shift = (distribution(before) - distribution(after)).abs().max()
     assert 0 < shift <= epsilon + 1e-5
+
+
+def test_planted_fact_rows_score_the_fact_under_each_budget_and_the_rag(lm):
+    model, tokenizer = lm
+    documents = {"d0": DOCS[0], "d1": DOCS[1], "d2": DOCS[2]}
+    question = {"question_id": "q1", "question": "the cat ran", "fact": "a mat",
+                "answer_prefix": "it is", "chosen": ["d0", "d2"], "rag": ["d1"]}  # fmt: skip
+    budgets = [split_budget(e, 1e-5, 0.1, 4) for e in (1.0, 8.0)]
+    settings = [DPICLSettings(spent.token_epsilon, clip=0.4) for spent in budgets]
+    rows = planted_fact_rows(
+        model, tokenizer, question, documents, settings, budgets, template="plain",
+        blocked_steps=1,
+    )  # fmt: skip
+    fact = tokenizer("a mat", add_special_tokens=False)["input_ids"]
+    keywords = dict(pad_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                    blocked_steps=1)  # fmt: skip
+    streams = stream_prompts(tokenizer, "the cat ran", [DOCS[0], DOCS[2]], "plain", "it is")
+    dp = dp_icl_forced_logprobs(model, streams, fact, settings, **keywords)
+    rag = prompt_ids(tokenizer, "the cat ran", [DOCS[1]], "plain", "it is")
+    distribution = lm_forced_distribution(model, rag, fact, **keywords)
+    assert [(r["decoder"], r["epsilon"]) for r in rows] == [
+        ("dp_rag", budgets[0].epsilon), ("dp_rag", budgets[1].epsilon), ("rag", math.inf),
+    ]  # fmt: skip
+    assert [r["log_prob"] for r in rows[:2]] == [float(row.sum()) for row in dp]
+    assert rows[2]["log_prob"] == float(distribution[range(len(fact)), fact].sum())
+    assert rows[2]["greedy_emits"] == (distribution.argmax(-1).tolist() == fact)
+    assert rows[0]["greedy_emits"] is None
+    assert all(r["question_id"] == "q1" and r["fact_tokens"] == len(fact) for r in rows)
+    assert list(rows[0]) == [
+        "question_id", "fact_tokens", "decoder", "epsilon", "log_prob", "greedy_emits"
+    ]  # fmt: skip

@@ -1,5 +1,6 @@
 """Context influence of token n-grams (Defs. 3.1-3.2): block and sliding spans, the cached
-batched ablations against a naive re-encoding loop, and the official code's bugs (DESIGN §7)."""
+batched ablations against a naive re-encoding loop, and the official code's bugs
+(docs/design.md §7)."""
 
 from __future__ import annotations
 

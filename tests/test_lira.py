@@ -1,48 +1,16 @@
-"""S3's LiRa attack and domain-privacy measures (privleak.lira) on hand-computable inputs and a
-tiny random Llama: scores, selection, rates, the bootstrap unit, NLLs and test perplexity equal to
-direct forwards, and samples that depend on (seed, prompt id, sample) only."""
+"""The statistics of S3's LiRa attack and domain privacy (privleak.lira) on hand-computable inputs:
+scores, selection, rates, the zero-success bound, the bootstrap unit and the per-target tables."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
-import torch
 
 import privleak.lira as lira
-from privleak.batching import ForwardCounter
 from privleak.errors import PrivleakError
-from privleak.scoring import continuation_logprobs
-from tests.conftest import tiny_llama, word_tokenizer
-
-PROMPTS = ["the cat sat on the mat", "a dog ran to the park", "alice sat"]
-KEYS = ["a", "b", "c"]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_llama(vocab_size=16, window=128)
-
-
-@pytest.fixture(scope="module", params=[True, False], ids=["bos", "no-bos"])
-def tokenizer(request):
-    return word_tokenizer(add_bos=request.param)
-
-
-def sample(model, tokenizer, prompts=PROMPTS, keys=KEYS, **settings):
-    kwargs = dict(samples=3, top_k=40, max_new_tokens=6, seed=7, max_batch_streams=None)
-    return lira.sample_continuations(
-        model, tokenizer, prompts, keys, eos_token_id=None, **(kwargs | settings)
-    )
-
-
-@torch.no_grad()
-def direct_logprobs(model, ids: list[int]) -> torch.Tensor:
-    """[len(ids) - 1] log p(ids[t] | ids[:t]) from one unpadded forward."""
-    logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
-    return logprobs[:-1].gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
-
 
 # ---------------------------------------------------------------- scores and selection
 
@@ -307,160 +275,54 @@ def test_domain_privacy_bootstrap_crosses_training_runs_with_prompts():
         )  # fmt: skip
 
 
-# ---------------------------------------------------------------- model-level
+# ---------------------------------------------------------------- tables of one target's samples
 
 
-def test_sequence_nll_is_the_mean_token_nll_given_the_prompt(model, tokenizer):
-    prompts = ["the cat sat", "the cat sat", "a dog", "a dog"]
-    continuations = [[7, 4, 8], [12], [], [0]]  # [0] is <pad> only: no text, so empty
-    got = lira.sequence_nll(model, tokenizer, prompts, continuations, batch_size=2)
-    for i in (0, 1):
-        prompt = tokenizer(prompts[i])["input_ids"]
-        expected = -direct_logprobs(model, prompt + continuations[i])[len(prompt) - 1 :].mean()
-        assert got[i] == pytest.approx(float(expected), abs=1e-5)
-    assert np.isnan(got[2:]).all()
-    with pytest.raises(PrivleakError, match="2 prompts for 1 continuations"):
-        lira.sequence_nll(model, tokenizer, prompts[:2], continuations[:1], batch_size=2)
-
-
-def test_grouped_scoring_equals_plain_batched_scoring_with_fewer_forwards(model):
-    generator = torch.Generator().manual_seed(0)
-    bases = [[1, 4, 5, 6, 7, 4, 8], [1, 9, 10, 11], [1, 12]]
-    prompts = [bases[i % 3] for i in range(12)]
-    conts = [torch.randint(4, 16, (1 + i % 5,), generator=generator).tolist() for i in range(12)]
-    grouped_counter, plain_counter = ForwardCounter(), ForwardCounter()
-    grouped = lira.grouped_continuation_logprobs(
-        model, prompts, conts, batch_size=3, counter=grouped_counter
+def _samples(leaks: list[bool], empty: list[bool], nll_self, nll_b) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "prompt_id": ["p1", "p1", "p2", "p2"],
+            "empty": empty,
+            "nll_self": nll_self,
+            "nll_without_B": nll_b,
+            "leak_keyword_B": leaks,
+        }
     )
-    plain = continuation_logprobs(model, prompts, conts, batch_size=3, counter=plain_counter)
-    for a, b in zip(grouped, plain, strict=True):
-        assert torch.allclose(a, b, atol=1e-5)
-    assert grouped_counter.tokens < plain_counter.tokens
-    empty = lira.grouped_continuation_logprobs(model, [[1], [1, 4]], [[], [5]], batch_size=1)
-    assert empty[0].numel() == 0 and empty[1].numel() == 1
-    with pytest.raises(PrivleakError, match="2 prompts for 1 continuations"):
-        lira.grouped_continuation_logprobs(model, [[1], [1]], [[5]], batch_size=1)
 
 
-def test_a_prompts_samples_do_not_depend_on_other_prompts_or_batching(model, tokenizer):
-    whole = sample(model, tokenizer)
-    assert [(r["prompt_id"], r["sample"]) for r in whole] == [
-        (k, s) for k in KEYS for s in (0, 1, 2)
-    ]
-    assert len({tuple(r["tokens"]) for r in whole}) > 3  # the samples differ
-    chunked = sample(model, tokenizer, max_batch_streams=4)
-    alone = sample(model, tokenizer, prompts=PROMPTS[1:2], keys=KEYS[1:2], max_batch_streams=3)
-    assert [r["tokens"] for r in chunked] == [r["tokens"] for r in whole]
-    assert [r["tokens"] for r in alone] == [r["tokens"] for r in whole[3:6]]
-    assert [r["text"] for r in alone] == [
-        tokenizer.decode(r["tokens"], skip_special_tokens=True) for r in whole[3:6]
-    ]
-    reseeded = sample(model, tokenizer, seed=8)
-    assert [r["tokens"] for r in reseeded] != [r["tokens"] for r in whole]
+BOOT = {"n_boot": 200, "seed": 0, "alpha": 0.1}
 
 
-class PrefillRows:
-    """A model proxy counting the prompt rows of every prefill (forwards of > 1 position)."""
-
-    def __init__(self, model):
-        self.model, self.rows = model, 0
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, **inputs):
-        if inputs["input_ids"].shape[1] > 1:
-            self.rows += inputs["input_ids"].shape[0]
-        return self.model(**inputs)
-
-
-def test_a_prompt_is_prefilled_once_for_all_of_its_samples(model, tokenizer):
-    proxy = PrefillRows(model)
-    # 7 streams would split a prompt's 3 samples over two chunks; the budget is rounded to 6.
-    sample(proxy, tokenizer, max_batch_streams=7)
-    assert proxy.rows == len(PROMPTS)
-    with pytest.raises(PrivleakError, match="max_batch_streams must be >= samples"):
-        sample(model, tokenizer, max_batch_streams=2)
-
-
-@torch.no_grad()
-def greedy_tokens(model, prompt: list[int], steps: int) -> list[int]:
-    ids = list(prompt)
-    for _ in range(steps):
-        ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
-    return ids[len(prompt) :]
-
-
-def test_top_k_one_is_greedy_and_eos_ends_a_sample(model, tokenizer):
-    prompt = tokenizer(PROMPTS[0])["input_ids"]
-    expected = greedy_tokens(model, prompt, 6)
-    rows = sample(model, tokenizer, prompts=PROMPTS[:1], keys=["a"], top_k=1)
-    assert all(r["tokens"] == expected for r in rows)
-    # Make the first token that is new at step >= 1 the EOS: the sample stops before it.
-    stop = next(t for t in range(1, 6) if expected[t] not in expected[:t])
-    rows = lira.sample_continuations(
-        model, tokenizer, PROMPTS[:1], ["a"], samples=2, top_k=1, max_new_tokens=6, seed=0,
-        max_batch_streams=None, eos_token_id=expected[stop],
-    )  # fmt: skip
-    assert [r["tokens"] for r in rows] == [expected[:stop]] * 2
-    assert rows[0]["empty"] == (
-        not tokenizer.decode(expected[:stop], skip_special_tokens=True).strip()
+def test_success_table_picks_one_sample_per_prompt_and_counts_nonempty_samples():
+    # Per prompt the pick is the sample most likely under the target w.r.t. the reference.
+    drawn = _samples(
+        [True, False, False, True], [False] * 4, [1.0, 2.0, 2.0, 1.0], [3.0, 2.0, 2.0, 3.0]
     )
-    first = lira.sample_continuations(
-        model, tokenizer, PROMPTS[:1], ["a"], samples=1, top_k=1, max_new_tokens=6, seed=0,
-        max_batch_streams=None, eos_token_id=expected[0],
+    table = lira.lira_success_table(drawn, "keyword", ["B"], **BOOT)
+    assert list(table) == [lira.OVERALL, "B"]
+    assert table["B"] | {"low": 0, "high": 0} == {
+        "rate": 0.5, "low": 0, "high": 0, "successes": 2, "nonempty": 4,
+    }  # fmt: skip
+    assert table[lira.OVERALL] == table["B"]  # one leaked domain: the overall rate is its rate
+
+
+def test_without_a_success_the_interval_is_the_exact_zero_success_bound():
+    success, selected = np.zeros(4, bool), np.array([True, False, True, False])
+    nonempty, ids = np.ones(4, bool), ["p1", "p1", "p2", "p2"]
+    low, high = lira.success_rate_interval(success, selected, nonempty, ids, **BOOT)
+    assert (low, high) == lira.zero_success_interval(2, 2, 4, alpha=0.1)
+
+
+def test_privacy_table_compares_target_and_reference_leak_rates():
+    drawn = _samples([True, True, False, False], [False] * 4, [1.0] * 4, [1.0] * 4)
+    reference = _samples([True, False, False, False], [False, False, False, True], [1.0] * 4,
+                         [1.0] * 4)  # fmt: skip
+    table = lira.domain_privacy_table(drawn, {"B": reference}, "keyword", **BOOT, pseudocount=0.0)
+    point = lira.domain_privacy(
+        np.array([True, True, False, False]), np.array([True, False, False, False]),
+        np.ones(4, bool), np.array([True, True, True, False]), pseudocount=0.0,
     )  # fmt: skip
-    assert first[0]["tokens"] == [] and first[0]["text"] == "" and first[0]["empty"]
-
-
-@pytest.mark.parametrize(
-    "settings, message",
-    [
-        ({"samples": 0}, "samples must be an int >= 1"),
-        ({"top_k": 0}, "top_k must be an int >= 1"),
-        ({"keys": ["a", "b"]}, "3 prompts for 2 prompt_ids"),
-        ({"keys": ["a", "a", "b"]}, "prompt_ids must be distinct"),
-        ({"temperature": 0.0}, "temperature must be > 0"),
-    ],
-)
-def test_sampling_rejects_bad_settings(model, settings, message):
-    with pytest.raises(PrivleakError, match=message):
-        sample(model, word_tokenizer(add_bos=True), **settings)
-
-
-def test_held_out_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
-    texts = ["the cat sat on the mat", "a dog ran", "bob"]
-    seq_len = 4
-    total, count = 0.0, 0
-    for text in texts:
-        ids = tokenizer(text)["input_ids"]
-        for start in range(0, len(ids), seq_len):
-            piece = ids[start : start + seq_len]
-            if len(piece) >= 2:
-                nll = -direct_logprobs(model, piece)
-                total, count = total + float(nll.sum()), count + len(nll)
-    with_bos = tokenizer("bob")["input_ids"] == [1, 15]
-    assert count == (3 + 2 + 3 + 1 if with_bos else 3 + 1 + 2)  # a piece's first token: context
-    got = lira.held_out_perplexity(model, tokenizer, texts, batch_size=2, seq_len=seq_len)
-    assert got == pytest.approx(math.exp(total / count), rel=1e-5)
-    with pytest.raises(PrivleakError, match="nothing to score"):
-        lira.held_out_perplexity(
-            model, word_tokenizer(add_bos=False), ["bob"], batch_size=1, seq_len=4
-        )
-
-
-def test_held_out_nll_is_per_text_and_sums_to_the_perplexity(model, tokenizer):
-    texts = ["the cat sat on the mat", "a dog ran", "bob"]
-    nll, tokens = lira.held_out_nll(model, tokenizer, texts, batch_size=2, seq_len=4)
-    for i, text in enumerate(texts):
-        ids = tokenizer(text)["input_ids"]
-        pieces = [ids[a : a + 4] for a in range(0, len(ids), 4) if len(ids[a : a + 4]) >= 2]
-        direct = [-direct_logprobs(model, piece) for piece in pieces]
-        assert tokens[i] == sum(len(d) for d in direct)
-        assert nll[i] == pytest.approx(sum(float(d.sum()) for d in direct), rel=1e-5, abs=1e-6)
-    ppl = lira.held_out_perplexity(model, tokenizer, texts, batch_size=2, seq_len=4)
-    assert ppl == pytest.approx(math.exp(nll.sum() / tokens.sum()), rel=1e-12)
-    # Without a BOS, the one-token text "bob" has nothing scored: 0 tokens, NLL 0.
-    bare = word_tokenizer(add_bos=False)
-    nll, tokens = lira.held_out_nll(model, bare, ["a dog ran", "bob"], batch_size=2, seq_len=4)
-    assert tokens.tolist() == [2, 0] and nll[1] == 0.0 and nll[0] > 0
+    assert list(table) == ["B"]
+    assert table["B"]["ratio"] == point.ratio == pytest.approx(1.5)
+    assert (table["B"]["target_rate"], table["B"]["reference_rate"]) == (0.5, pytest.approx(1 / 3))
+    assert list(table["B"]) == ["ratio", "low", "high", "target_rate", "reference_rate"]

@@ -12,6 +12,7 @@ from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import (
     defended_generate,
     encode_prompt,
+    noise_defenses,
     rag_prompt,
     secret_logprobs,
     suffix_distributions,
@@ -101,3 +102,21 @@ def test_chunks_cut_at_words_and_carry_their_secrets():
         ("d1#0", "two"), ("d1#2", "seven"), ("d2", "beta")
     ]  # fmt: skip
     assert all(texts[s["chunk_id"]][s["start"] : s["end"]] == s["text"] for s in moved)
+
+
+def test_noise_defenses_table_only_off_the_sweep_corpus():
+    pad = PADSettings(epsilon=0.2, amplification=3.0)
+    table = noise_defenses(pad, 0.5, sweep=False, amplifications=[1.0], epsilons=[1.0])
+    assert list(table) == ["extraction", "static", "pad"]
+    assert table["static"][:2] == ("table", 0.5) and table["static"][2] == StaticNoise(0.5)
+    assert table["pad"] == ("table", 3.0, pad) and table["extraction"][2] is None
+
+
+def test_noise_defenses_sweep_skips_the_table_values():
+    pad = PADSettings(epsilon=0.2, amplification=3.0)
+    swept = noise_defenses(pad, 0.5, sweep=True, amplifications=[1.0, 3.0], epsilons=[0.2, 1.0])
+    assert list(swept)[3:] == ["no_calib", "no_sens", "amplification=1", "epsilon=1"]
+    assert swept["no_calib"][2] == PADSettings(epsilon=0.2, amplification=3.0, calibration=False)
+    assert swept["no_sens"][2].sensitivity is False and swept["no_sens"][0] == "ablation"
+    assert swept["amplification=1"][:2] == ("amplification", 1.0)
+    assert swept["epsilon=1"][2] == PADSettings(epsilon=1.0, amplification=3.0)

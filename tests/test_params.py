@@ -34,6 +34,24 @@ def test_notebook_parameters_are_exactly_the_declared_params(stage):
     assert parameters_cell_names(stage) == set(params.stage_params(stage))
 
 
+def parameters_cell_values(stage: str) -> dict:
+    """The values the notebook's `parameters` cell assigns (its defaults outside a stage run)."""
+    source = (paths.NOTEBOOKS / f"{stage}.py").read_text()
+    cell = re.search(r'# %% tags=\["parameters"\]\n(.*?)(?=\n# %%)', source, re.DOTALL)
+    assert cell, f"notebooks/{stage}.py has no parameters cell"
+    values: dict = {}
+    exec(cell.group(1), {}, values)  # literals only: the cell is the notebook's own source
+    return values
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_notebook_defaults_are_the_smoke_profiles_values(stage):
+    # A notebook run by hand (jupytext, no papermill) then computes what a smoke run computes.
+    defaults = parameters_cell_values(stage)
+    smoke = params.stage_params(stage, with_profile("smoke"))
+    assert {name: defaults.get(name) for name in smoke} == smoke
+
+
 @pytest.mark.parametrize("profile", params.PROFILES)
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_stage_resolves_under_every_profile(stage, profile):

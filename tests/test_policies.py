@@ -15,6 +15,8 @@ from privleak.policies import (
     NONE,
     ClassifierPolicy,
     KeywordPolicy,
+    LabelsKept,
+    label_words,
     leaks,
     leaks_many,
     redact,
@@ -456,3 +458,31 @@ def test_real_minilm_flags_in_domain_words_more_than_cross_domain_words():
         own_rate = sum(map(sum, own)) / sum(map(len, own))
         other_rate = sum(map(sum, other)) / sum(map(len, other))
         assert own_rate > other_rate + 0.3, (domain, own_rate, other_rate)
+
+
+class _FlagsAll:
+    """A policy flagging every word of every text."""
+
+    domains = ("A",)
+
+    def flags_many(self, texts, domain):
+        return [[True] * len(word_spans(text)) for text in texts]
+
+
+def test_speaker_labels_are_the_label_words_at_line_starts():
+    text = "USER: hi there\n  AGENT : the USER said\nnot USER: here"
+    assert label_words(text) == {0, 3}
+
+
+def test_labels_kept_never_flags_a_speaker_label_and_counts_flags_per_domain():
+    kept = LabelsKept(_FlagsAll(), "all", "loosen it", {})
+    texts = ["USER: my card\nAGENT: ok", "USER: hello"]
+    assert kept.domains == ("A",)
+    assert kept.flags_many(texts, "A") == [[False, True, True, False, True], [False, True]]
+    assert kept.counts == {"A": {"dialogs": 2, "dialogs_masked": 2, "words": 7, "words_masked": 4}}
+
+
+def test_labels_kept_refuses_to_mask_every_word_of_a_dialog():
+    kept = LabelsKept(_FlagsAll(), "all", "loosen it", {"just words": "d7"})
+    with pytest.raises(PrivleakError, match="flags every word of A train dialog 'd7'.*loosen it"):
+        kept.flags_many(["just words"], "A")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from privleak.batching import ForwardCounter, UnitCache
-from privleak.decoding import decode
+from privleak.decoding import GroupSettings, decode
+from privleak.decoding.mix import one_or_per_group
 from privleak.errors import require
 from privleak.models import context_window
 from privleak.prompts import ContextPrompt
@@ -152,41 +153,30 @@ class CIDMix:
     min_new_tokens: int = 0
 
     def __post_init__(self) -> None:
-        def as_list(value):
-            return [value] if isinstance(value, int | float) else list(value)
-
-        lams, temps = as_list(self.lams), as_list(self.temperatures)
+        lams, temps = one_or_per_group(self.lams), one_or_per_group(self.temperatures)
         for lam in lams:
             check_lam(lam)
         for temp in temps:
             check_temperature(temp)
-        self._eps = None
+        columns = {
+            "lams": torch.tensor(lams, dtype=torch.float32),
+            "temps": torch.tensor(temps, dtype=torch.float32),
+        }
         if self.eps is not None:
-            eps = as_list(self.eps)
+            eps = one_or_per_group(self.eps)
             for value in eps:
                 require(value > 0, f"eps (bounded CID ε) must be > 0, got {value}")
-            self._eps = torch.tensor(eps, dtype=torch.float32)
-        self._lams = torch.tensor(lams, dtype=torch.float32)
-        self._temps = torch.tensor(temps, dtype=torch.float32)
-        self._on_device: dict[tuple[str, torch.device], torch.Tensor] = {}
-
-    def _per_group(self, name: str, groups: torch.Tensor) -> torch.Tensor:
-        # Settings move to the device once: a per-step copy from host memory would make every
-        # decoding step wait for the previous one to finish on the GPU.
-        key = (name, groups.device)
-        if key not in self._on_device:
-            self._on_device[key] = getattr(self, name).to(groups.device)
-        values = self._on_device[key]
-        return values.expand(len(groups)) if len(values) == 1 else values[groups]
+            columns["eps"] = torch.tensor(eps, dtype=torch.float32)
+        self._settings = GroupSettings(columns)
 
     def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
-        lams = self._per_group("_lams", groups)
-        temps = self._per_group("_temps", groups)
+        lams = self._settings.rows("lams", groups)
+        temps = self._settings.rows("temps", groups)
         blocked = step < self.min_new_tokens
         with_ctx = block_eos(stream_logprobs[:, 0], self.eos_token_id, blocked)
         prior = block_eos(stream_logprobs[:, 1], self.eos_token_id, blocked)
-        if self._eps is not None:
-            eps = self._per_group("_eps", groups)
+        if self.eps is not None:
+            eps = self._settings.rows("eps", groups)
             lams = bounded_lambda(with_ctx, prior, eps, lams, temps, check=False)
         records = {
             "prior_lse": torch.logsumexp(prior / temps[:, None], dim=-1),

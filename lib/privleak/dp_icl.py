@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from privleak.accounting import check_epsilon
+from privleak.decoding import GroupSettings
+from privleak.decoding.mix import one_or_per_group
 from privleak.errors import require
 
 
@@ -76,35 +78,26 @@ class DPICLMix:
 
     def __post_init__(self) -> None:
         check_dp_icl(self.alpha, self.clip, self.theta)
-        documents = [self.documents] if isinstance(self.documents, int) else list(self.documents)
-        epsilons = [self.epsilon] if isinstance(self.epsilon, int | float) else list(self.epsilon)
+        documents, epsilons = one_or_per_group(self.documents), one_or_per_group(self.epsilon)
         for count in documents:
             require(count >= 0, f"a group's document count must be >= 0, got {count}")
         for value in epsilons:
             check_epsilon(value, "DP-ICL epsilon per token")
-        self._documents = torch.tensor(documents)
-        self._epsilons = torch.tensor(epsilons, dtype=torch.float32)
-        self._on_device: dict[tuple[str, torch.device], torch.Tensor] = {}
-
-    def _per_group(self, name: str, groups: torch.Tensor) -> torch.Tensor:
-        # Settings move to the device once, not every step (a host copy per step would make each
-        # step wait for the previous one on a GPU).
-        key = (name, groups.device)
-        if key not in self._on_device:
-            self._on_device[key] = getattr(self, name).to(groups.device)
-        values = self._on_device[key]
-        return values.expand(len(groups)) if len(values) == 1 else values[groups]
+        self._settings = GroupSettings(
+            {
+                "documents": torch.tensor(documents),
+                "epsilons": torch.tensor(epsilons, dtype=torch.float32),
+            }
+        )
 
     def check_slots(self, slots: int) -> None:
         """One line when a group has more documents than the `slots` streams it is given."""
-        require(
-            int(self._documents.max()) <= slots,
-            f"a group has {int(self._documents.max())} documents but only {slots} stream slots",
-        )
+        most = int(self._settings.columns["documents"].max())
+        require(most <= slots, f"a group has {most} documents but only {slots} stream slots")
 
     def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
         slots = stream_logprobs.shape[1] - 1
-        documents = self._per_group("_documents", groups)
+        documents = self._settings.rows("documents", groups)
         present = torch.arange(slots, device=groups.device)[None, :] < documents[:, None]
         utility = dp_icl_utility(
             stream_logprobs[:, 0],
@@ -114,5 +107,5 @@ class DPICLMix:
             self.clip,
             self.theta,
         )
-        epsilons = self._per_group("_epsilons", groups)
+        epsilons = self._settings.rows("epsilons", groups)
         return epsilons[:, None] * utility / (2 * self.clip), {"documents": documents}

@@ -21,7 +21,8 @@ eps-DP whatever the corpus; the paper's C alone would silently double the real p
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -360,3 +361,59 @@ def dp_icl_forced_logprobs(
         mixed = torch.log_softmax(_block_eos(logits, eos_token_id, blocked_steps), dim=-1)
         rows.append(mixed.gather(-1, chosen)[:, 0])
     return torch.stack(rows).cpu()
+
+
+def planted_fact_rows(
+    model,
+    tokenizer,
+    question: Mapping,
+    documents: Mapping[Hashable, str],
+    settings: Sequence[DPICLSettings],
+    budgets: Sequence[Budget],
+    *,
+    template: str,
+    blocked_steps: int,
+) -> list[dict]:
+    """The exact log-probability of a question's planted fact under DP-RAG at each budget and
+    under the non-private RAG.
+
+    Args:
+        question: question_id, question, fact, answer_prefix, chosen (DP-RAG's document ids) and
+            rag (the RAG baseline's document ids).
+        documents: the text of each document id.
+        settings, budgets: DP-RAG's settings and the budgets they spend, one per epsilon.
+        template: the prompt template.
+        blocked_steps: the first answer tokens on which the decoder blocks EOS (min_new_tokens).
+
+    Returns:
+        Rows {question_id, fact_tokens, decoder, epsilon, log_prob, greedy_emits}: one "dp_rag"
+        row per budget (greedy_emits None), then one "rag" row (epsilon inf).
+    """
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    fact = tokenizer(question["fact"], add_special_tokens=False)["input_ids"]
+    base = {"question_id": question["question_id"], "fact_tokens": len(fact)}
+    streams = stream_prompts(
+        tokenizer,
+        question["question"],
+        [documents[i] for i in question["chosen"]],
+        template,
+        question["answer_prefix"],
+    )
+    logprobs = dp_icl_forced_logprobs(
+        model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked_steps
+    )  # [epsilons, fact tokens], one forward for every epsilon
+    out = [
+        {**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
+         "log_prob": float(row.sum()), "greedy_emits": None}
+        for spent, row in zip(budgets, logprobs, strict=True)
+    ]  # fmt: skip
+    rag = prompt_ids(tokenizer, question["question"], [documents[i] for i in question["rag"]],
+                     template, question["answer_prefix"])  # fmt: skip
+    distribution = lm_forced_distribution(
+        model, rag, fact, pad_id=pad, eos_token_id=eos, blocked_steps=blocked_steps
+    )
+    chosen = distribution.gather(-1, distribution.new_tensor(fact).long()[:, None])
+    out.append({**base, "decoder": "rag", "epsilon": math.inf,
+                "log_prob": float(chosen.sum()),
+                "greedy_emits": distribution.argmax(-1).tolist() == fact})  # fmt: skip
+    return out

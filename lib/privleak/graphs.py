@@ -2,7 +2,7 @@
 
 A decode step forwards one token per stream. Eagerly that is ~40 kernel launches per layer, and at
 the sizes the stages use the host cannot issue them as fast as a GPU runs them: a 135M model
-decoding 192 streams spends more time launching than computing (measured in the README). A
+decoding 192 streams spends more time launching than computing (measured in benchmarks/README.md). A
 `SlotStep` keeps everything the step reads in buffers of fixed address and shape:
 
     keys/values  [B, H, L, d] per layer, L = prefill width W + steps (the prefill copied in);

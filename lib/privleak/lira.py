@@ -1,22 +1,7 @@
-"""S3's measures of domain privacy: the LiRa attack on multi-domain dialog models, the empirical
-domain-privacy ratio, and test perplexity.
-
-The attack (the paper's three steps, for a context domain d_i and a leaked domain d_j):
-1. `sample_continuations`: the target M_D draws `samples` continuations of every d_i context
-   (top-k sampling) through the shared decoder;
-2. `sequence_nll` under the target and under the reference M_{D without d_j}, `lira_scores` =
-   log(ref_ppl) / log(target_ppl), and `select_candidates` keeps the samples most likely under the
-   target w.r.t. the reference;
-3. a selected sample that the policy F_j flags succeeds: `lira_success_rate` =
-   #success / #non-empty generations, per leaked domain and over all of them
-   (`lira_success_rates`; `lira_picks` gives the picked and successful samples behind them, and
-   `zero_success_interval` an interval where no sample succeeds).
-
-`domain_privacy` estimates C = Pr[M_D(c_i) in d_j] / Pr[M_{D without d_j}(c_i) in d_j] from every
-non-empty sample of both models, and `domain_privacy_interval` bootstraps it over prompts.
-
-A generation is *empty* when its text (special tokens skipped, EOS cut) is whitespace only, as in
-the paper's official code; empty generations get no score (NaN) and leave the rate's denominator.
+"""The statistics of S3's LiRa attack and of domain privacy, from samples already drawn and scored
+by `privleak.lira_sampling`: LiRa scores and the selected candidates, the attack's success rates
+(per leaked domain and OVERALL) with their intervals, the domain-privacy ratio C with its
+bootstrap interval, and the per-target tables that S3's renderers and claims read.
 """
 
 from __future__ import annotations
@@ -28,180 +13,17 @@ from functools import partial
 from typing import NamedTuple
 
 import numpy as np
-import torch
+import pandas as pd
 from scipy import stats
 
 from privleak import claims
-from privleak.batching import ForwardCounter, UnitCache
-from privleak.decoding import Temperature, TopK, decode
 from privleak.errors import require
-from privleak.scoring import continuation_logprobs, shared_prefix_logprobs
-from privleak.training.finetune import chunk_documents
 
 OVERALL = "overall"
 """The key of the rate over every leaked domain in `lira_success_rates`."""
 
 
-def _prompt_ids(tokenizer, text: str) -> list[int]:
-    """A prompt's token ids with the tokenizer's special tokens (BOS where it adds one)."""
-    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
-
-
-def _pad_id(tokenizer) -> int:
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-
-def is_empty(tokenizer, tokens: Sequence[int]) -> bool:
-    """Whether generated ids (EOS already cut) show no text: none, or only whitespace."""
-    return not tokenizer.decode(list(tokens), skip_special_tokens=True).strip()
-
-
-# ---------------------------------------------------------------- step 1: sampling
-
-
-def sample_continuations(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    prompt_ids: Sequence[Hashable],
-    *,
-    samples: int,
-    top_k: int,
-    temperature: float = 1.0,
-    max_new_tokens: int,
-    seed: int,
-    max_batch_streams: int | None,
-    eos_token_id: int | None,
-    cache: UnitCache | None = None,
-) -> list[dict]:
-    """`samples` top-k continuations of each of P prompts: P x samples rows, prompt-major.
-
-    Rows {prompt_id, sample (0..samples-1), tokens (ids before EOS: the decoder stops at EOS,
-    which is cut), text (decoded, special tokens skipped), empty (`is_empty`)}. Draw s of prompt p
-    is its own decoder group keyed (prompt_ids[p], s), so it depends on (seed, key) only, not on
-    the other prompts or on batching. max_batch_streams (default: all) is rounded down to a
-    multiple of `samples` (at least one prompt's): groups are chunked in prompt order, so a
-    prompt's samples fall in one chunk, where the decoder prefills the repeated prompt once and
-    forks its cache to the samples. Temperature applies before top-k, as in HF."""
-    require(
-        isinstance(samples, int) and samples >= 1, f"samples must be an int >= 1, got {samples}"
-    )
-    require(isinstance(top_k, int) and top_k >= 1, f"top_k must be an int >= 1, got {top_k}")
-    require(
-        len(prompts) == len(prompt_ids), f"{len(prompts)} prompts for {len(prompt_ids)} prompt_ids"
-    )
-    require(len(set(map(repr, prompt_ids))) == len(prompt_ids), "prompt_ids must be distinct")
-    require(
-        max_batch_streams is None or max_batch_streams >= samples,
-        f"max_batch_streams must be >= samples ({samples}), got {max_batch_streams}",
-    )
-    budget = None if max_batch_streams is None else max_batch_streams // samples * samples
-    ids = [_prompt_ids(tokenizer, text) for text in prompts]
-    keys = [(key, s) for key in prompt_ids for s in range(samples)]
-    decoded = decode(
-        model,
-        [prompt for prompt in ids for _ in range(samples)],
-        max_new_tokens=max_new_tokens,
-        transforms=[Temperature(temperature), TopK(top_k)],
-        seed=seed,
-        group_keys=keys,
-        eos_token_id=eos_token_id,
-        pad_id=_pad_id(tokenizer),
-        max_batch_streams=budget,
-        cache=cache,
-    )
-    rows = []
-    for tokens, (key, s) in zip(decoded.token_lists(), keys, strict=True):
-        if eos_token_id is not None and tokens and tokens[-1] == eos_token_id:
-            tokens = tokens[:-1]
-        text = tokenizer.decode(tokens, skip_special_tokens=True)
-        rows.append(
-            {
-                "prompt_id": key,
-                "sample": s,
-                "tokens": tokens,
-                "text": text,
-                "empty": is_empty(tokenizer, tokens),
-            }
-        )
-    return rows
-
-
 # ---------------------------------------------------------------- step 2: scores and selection
-
-
-def grouped_continuation_logprobs(
-    model,
-    prompts: Sequence[Sequence[int]],
-    continuations: Sequence[Sequence[int]],
-    *,
-    batch_size: int,
-    pad_id: int = 0,
-    counter: ForwardCounter | None = None,
-) -> list[torch.Tensor]:
-    """`privleak.scoring.continuation_logprobs` (the i-th a [len(continuations[i])] float32
-    tensor) for rows that repeat prompts: each distinct prompt is forwarded once and its cache
-    shared by all of its continuations (`shared_prefix_logprobs`), so a prompt's samples cost
-    their own tokens only. Prompts need >= 1 token; empty continuations give empty tensors."""
-    require(
-        len(prompts) == len(continuations),
-        f"{len(prompts)} prompts for {len(continuations)} continuations",
-    )
-    require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
-    rows_of: dict[tuple[int, ...], list[int]] = {}
-    for i, (prompt, continuation) in enumerate(zip(prompts, continuations, strict=True)):
-        if continuation:
-            rows_of.setdefault(tuple(prompt), []).append(i)
-    results = [torch.zeros(0) for _ in prompts]
-    for prompt, rows in rows_of.items():
-        scores = shared_prefix_logprobs(
-            model,
-            prompt,
-            [[] for _ in rows],
-            [continuations[i] for i in rows],
-            batch_size=batch_size,
-            pad_id=pad_id,
-            counter=counter,
-        )
-        for i, row in zip(rows, scores, strict=True):
-            results[i] = row
-    return results
-
-
-def sequence_nll(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    continuations: Sequence[Sequence[int]],
-    *,
-    batch_size: int,
-) -> np.ndarray:
-    """[n] float64 mean per-token NLL (natural log perplexity) of each continuation's ids given its
-    prompt's text, NaN for an empty one (`is_empty`).
-
-    Score the `tokens` of `sample_continuations` rows: the exact sampled ids (no re-tokenisation
-    of the text) without the EOS. The EOS is left out so the score is the perplexity of the text
-    the policy reads, equal for a sample that stopped and one cut at max_new_tokens (Carlini et
-    al. score the sample's text). Prompts are encoded as for sampling; rows sharing a prompt share
-    its forward (`grouped_continuation_logprobs`)."""
-    require(
-        len(prompts) == len(continuations),
-        f"{len(prompts)} prompts for {len(continuations)} continuations",
-    )
-    empty = [is_empty(tokenizer, tokens) for tokens in continuations]
-    logprobs = grouped_continuation_logprobs(
-        model,
-        [_prompt_ids(tokenizer, text) for text in prompts],
-        [[] if blank else list(tokens) for blank, tokens in zip(empty, continuations, strict=True)],
-        batch_size=batch_size,
-        pad_id=_pad_id(tokenizer),
-    )
-    return np.array(
-        [
-            math.nan if blank else -row.double().mean().item()
-            for blank, row in zip(empty, logprobs, strict=True)
-        ]
-    )
 
 
 def lira_scores(target_nll, reference_nll) -> np.ndarray:
@@ -553,46 +375,156 @@ def _ratio_of_rows(drawn: np.ndarray, pseudocount: float, reference_copies: int 
     )
 
 
-# ---------------------------------------------------------------- utility
+# ---------------------------------------------------------------- tables of one target's samples
 
 
-def held_out_nll(
-    model, tokenizer, texts: Sequence[str], *, batch_size: int, seq_len: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per text: its summed NLL [n] float64 (natural log) and its number of scored tokens [n]
-    int64, so perplexity = exp(nll.sum() / tokens.sum()) and held-out texts can be resampled.
+def _share(rows: np.ndarray) -> float:
+    """successes / non-empty samples of rows [success, non-empty]; NaN without a sample."""
+    total = rows[:, 1].sum()
+    return rows[:, 0].sum() / total if total else math.nan
 
-    Each text is encoded with the tokenizer's special tokens (BOS where it adds one) and cut into
-    pieces of <= seq_len tokens exactly as `privleak.training.finetune.chunk_documents` cuts
-    training documents; a piece's first token is context only (scoring needs >= 1 prompt token),
-    every other token is scored, so this is the fine-tuning loss on the same pieces. With a
-    BOS-less tokenizer (the family's, GPT-2's) a text's first token is therefore not scored, and a
-    one-token text scores nothing (0 tokens, NLL 0)."""
-    require(len(texts) >= 1, "held-out NLL needs at least one text")
-    pieces, owners = [], []
-    for i, text in enumerate(texts):
-        for piece in chunk_documents([_prompt_ids(tokenizer, text)], seq_len):
-            pieces.append(piece)
-            owners.append(i)
-    require(len(pieces) >= 1, "no text has >= 2 tokens: nothing to score")
-    logprobs = continuation_logprobs(
-        model,
-        [piece[:1] for piece in pieces],
-        [piece[1:] for piece in pieces],
-        batch_size=batch_size,
-        pad_id=_pad_id(tokenizer),
+
+def success_rate_interval(
+    success, selected, nonempty, prompt_ids, *, n_boot: int, seed: int, alpha: float
+) -> tuple[float, float]:
+    """The success rate's bootstrap interval over prompts.
+
+    With no success, where every resample reads 0, the exact bound of `zero_success_interval`
+    over the prompts with a pick.
+
+    Args:
+        success, selected, nonempty: shape (n,) bool, per sample.
+        prompt_ids: n prompt ids, the bootstrap's groups.
+        n_boot, seed, alpha: as in `privleak.claims.bootstrap`.
+
+    Returns:
+        (low, high).
+    """
+    if not success.any() and selected.any():
+        prompts = len(set(np.asarray(prompt_ids, dtype=object)[selected]))
+        counts = int(selected.sum()), int(nonempty.sum())
+        return zero_success_interval(prompts, *counts, alpha=alpha)
+    rows = np.c_[np.asarray(success, float), np.asarray(nonempty, float)]
+    estimate = claims.bootstrap(
+        rows, _share, n_boot=n_boot, seed=seed, alpha=alpha, groups=prompt_ids
     )
-    nll, tokens = np.zeros(len(texts)), np.zeros(len(texts), dtype=np.int64)
-    for i, row in zip(owners, logprobs, strict=True):
-        nll[i] += -float(row.double().sum())
-        tokens[i] += len(row)
-    return nll, tokens
+    return estimate.low, estimate.high
 
 
-def held_out_perplexity(
-    model, tokenizer, texts: Sequence[str], *, batch_size: int, seq_len: int
-) -> float:
-    """Token-weighted perplexity exp(sum NLL / #scored tokens) of held-out texts, scored as
-    `held_out_nll` scores them."""
-    nll, tokens = held_out_nll(model, tokenizer, texts, batch_size=batch_size, seq_len=seq_len)
-    return math.exp(math.fsum(nll) / int(tokens.sum()))
+def _scores_and_flags(drawn, policy: str, leaked: Sequence[str]) -> tuple[dict, dict]:
+    """Per leaked domain j: the samples' `lira_scores` against M_(D without d_j), and F_j's flags
+    under `policy` (columns nll_self, nll_without_<j>, leak_<policy>_<j> of `drawn`)."""
+    scores = {j: lira_scores(drawn["nll_self"], drawn[f"nll_without_{j}"]) for j in leaked}
+    flags = {j: drawn[f"leak_{policy}_{j}"].to_numpy() for j in leaked}
+    return scores, flags
+
+
+def prompt_successes(drawn, policy: str, leaked: Sequence[str]) -> pd.DataFrame:
+    """Per prompt, the LiRa successes (OVERALL, one pick per prompt and leaked domain) and the
+    non-empty samples of one target's samples: the unit rows of a paired contrast of targets.
+
+    Args:
+        drawn: the target's samples, columns as in `lira_success_table`.
+        policy, leaked: as in `lira_success_table`.
+
+    Returns:
+        A frame indexed by prompt_id with integer columns successes and nonempty.
+    """
+    drawn = drawn.reset_index(drop=True)
+    nonempty = ~drawn["empty"].to_numpy()
+    scores, flags = _scores_and_flags(drawn, policy, leaked)
+    picks = lira_picks(scores, flags, nonempty, drawn["prompt_id"].tolist(), per_prompt=1)
+    counts = pd.DataFrame({"successes": picks[OVERALL].success, "nonempty": nonempty})
+    return counts.groupby(drawn["prompt_id"]).sum()
+
+
+def lira_success_table(
+    drawn, policy: str, leaked: Sequence[str], *, n_boot: int, seed: int, alpha: float
+) -> dict[str, dict]:
+    """LiRa success of one target's samples under `policy`, one pick per prompt.
+
+    Args:
+        drawn: the target's n samples, a frame with columns prompt_id, empty, nll_self,
+            nll_without_<j> and leak_<policy>_<j> for every leaked domain j.
+        policy: the policy whose flags decide success.
+        leaked: the leaked domains j.
+        n_boot, seed, alpha: the bootstrap over prompts (`success_rate_interval`).
+
+    Returns:
+        Per key in [OVERALL, *leaked]: {rate, low, high, successes, nonempty}.
+    """
+    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
+    scores, flags = _scores_and_flags(drawn, policy, leaked)
+    rates = lira_success_rates(scores, flags, nonempty, ids, per_prompt=1)
+    picks = lira_picks(scores, flags, nonempty, ids, per_prompt=1)  # the samples behind them
+    out = {}
+    for key in [OVERALL, *leaked]:
+        low, high = success_rate_interval(
+            picks[key].success,
+            picks[key].selected,
+            nonempty,
+            ids,
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+        )
+        out[key] = {
+            "rate": rates[key].rate,
+            "low": low,
+            "high": high,
+            "successes": rates[key].successes,
+            "nonempty": rates[key].nonempty,
+        }
+    return out
+
+
+def domain_privacy_table(
+    drawn,
+    references: Mapping[str, object],
+    policy: str,
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    pseudocount: float,
+) -> dict[str, dict]:
+    """Domain privacy C of one target's samples against each leaked domain's reference.
+
+    Args:
+        drawn: the target's samples, a frame with columns prompt_id, empty and
+            leak_<policy>_<j>.
+        references: per leaked domain j, the reference M_(D without d_j)'s samples (same
+            columns); its keys are the leaked domains, in table order.
+        policy: the policy whose flags count as leaks.
+        n_boot, seed, alpha: the bootstrap over prompts (`domain_privacy_interval`).
+        pseudocount: added to both rates (`domain_privacy`).
+
+    Returns:
+        Per leaked domain j: {ratio, low, high, target_rate, reference_rate}.
+    """
+    out = {}
+    for j, reference in references.items():
+        masks = (
+            drawn[f"leak_{policy}_{j}"].to_numpy(),
+            reference[f"leak_{policy}_{j}"].to_numpy(),
+            ~drawn["empty"].to_numpy(),
+            ~reference["empty"].to_numpy(),
+        )
+        point = domain_privacy(*masks, pseudocount=pseudocount)
+        estimate = domain_privacy_interval(
+            *masks,
+            drawn["prompt_id"].tolist(),
+            reference["prompt_id"].tolist(),
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+            pseudocount=pseudocount,
+        )
+        out[j] = {
+            "ratio": point.ratio,
+            "low": estimate.low,
+            "high": estimate.high,
+            "target_rate": point.target_rate,
+            "reference_rate": point.reference_rate,
+        }
+    return out

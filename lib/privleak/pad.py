@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from privleak.accounting import check_delta, check_epsilon
-from privleak.decoding import group_seed, sampling_logprobs
+from privleak.decoding import GroupSettings, group_seed, sampling_logprobs
 from privleak.errors import require
 
 EPSILON_MIN = 0.01
@@ -289,16 +289,7 @@ class LogitNoise:
 
     def __init__(self, noises: Sequence[Noise], seeds: torch.Tensor):
         require(len(noises) == len(seeds), f"{len(noises)} noises for {len(seeds)} seeds")
-        self.table, self.seeds = settings_table(noises), seeds
-        self._on_device: dict[torch.device, dict[str, torch.Tensor]] = {}
-
-    def _table_on(self, device: torch.device) -> dict[str, torch.Tensor]:
-        # The table moves to the device once, not every step (a host copy per step would make
-        # each step wait for the previous one on a GPU).
-        if device not in self._on_device:
-            table = dict(self.table, seeds=self.seeds)
-            self._on_device[device] = {k: v.to(device) for k, v in table.items()}
-        return self._on_device[device]
+        self.settings = GroupSettings(dict(settings_table(noises), seeds=seeds))
 
     def __call__(self, stream_logprobs: torch.Tensor, groups: torch.Tensor, step: int):
         require(stream_logprobs.shape[1] == 1, "LogitNoise takes one stream per group")
@@ -306,7 +297,7 @@ class LogitNoise:
         token_hashes = _token_hashes(logprobs.shape[-1], logprobs.device)
         noisy_step = _compiled_noisy_step() if logprobs.is_cuda else noisy_step_logprobs
         noisy, sigma, delta, protected = noisy_step(
-            logprobs, step, groups, self._table_on(logprobs.device), token_hashes
+            logprobs, step, groups, self.settings.on(logprobs.device), token_hashes
         )
         return noisy, {"sigma": sigma, "sensitivity": delta, "protected": protected}
 

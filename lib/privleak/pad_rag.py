@@ -9,6 +9,7 @@ own random streams (sampler and noise), keyed by (prompt key, defense name).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
 import torch
@@ -17,7 +18,14 @@ from privleak.batching import ForwardCounter, pad_rows, position_ids, repeat_cac
 from privleak.decoding import Temperature, decode
 from privleak.errors import require
 from privleak.models import real_logits
-from privleak.pad import LogitNoise, Noise, noise_seeds, noisy_target_logprobs
+from privleak.pad import (
+    LogitNoise,
+    Noise,
+    PADSettings,
+    StaticNoise,
+    noise_seeds,
+    noisy_target_logprobs,
+)
 
 TEMPLATE = "Context:\n{context}\n\nQuestion:{question}\nAnswer:\n"
 """The paper's prompt (the official code's RAGPipeline)."""
@@ -188,4 +196,44 @@ def secret_logprobs(
             draws if noise is not None else 1,
         ).cpu()
         out[name] = torch.zeros(len(secrets)).index_add_(0, owner, per_token.float()).tolist()
+    return out
+
+
+def noise_defenses(
+    pad: PADSettings,
+    static_sigma: float,
+    *,
+    sweep: bool,
+    amplifications: Sequence[float] = (),
+    epsilons: Sequence[float] = (),
+) -> dict[str, tuple[str, float, object]]:
+    """The noise defenses S2 runs on one corpus, forked from one prefill per prompt.
+
+    Args:
+        pad: the PAD defense's settings (the table's and every variant's base).
+        static_sigma: the Static defense's noise std.
+        sweep: whether this is the sweep corpus, which alone runs the ablations and sweeps.
+        amplifications, epsilons: the swept PAD values; the table's own value is not repeated.
+
+    Returns:
+        {defense: (family, swept value or NaN, noise)}: extraction (no noise), static and pad
+        ("table"), then on the sweep corpus no_calib and no_sens ("ablation"),
+        amplification=<a> and epsilon=<e>.
+    """
+    out = {
+        "extraction": ("table", float("nan"), None),
+        "static": ("table", static_sigma, StaticNoise(static_sigma)),
+        "pad": ("table", pad.amplification, pad),
+    }
+    if not sweep:
+        return out
+    out["no_calib"] = ("ablation", float("nan"), dataclasses.replace(pad, calibration=False))
+    out["no_sens"] = ("ablation", float("nan"), dataclasses.replace(pad, sensitivity=False))
+    for value in amplifications:
+        if value != pad.amplification:
+            noise = dataclasses.replace(pad, amplification=value)
+            out[f"amplification={value:g}"] = ("amplification", value, noise)
+    for value in epsilons:
+        if value != pad.epsilon:
+            out[f"epsilon={value:g}"] = ("epsilon", value, dataclasses.replace(pad, epsilon=value))
     return out

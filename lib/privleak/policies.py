@@ -458,3 +458,53 @@ def leaks(text: str, policy: Policy, domain: str) -> bool:
 def leaks_many(texts: Sequence[str], policy: Policy, domain: str) -> list[bool]:
     """leaks for many texts, in one flags_many call (one embed call for ClassifierPolicy)."""
     return [any(f) for f in policy.flags_many(list(texts), domain)]
+
+
+# A line's speaker label ("USER", "AGENT") is the dialog format, not domain text: masking it would
+# erase the turn structure every target learns, and S3's prompts end where a label starts the
+# next turn. The classifier still reads a label as the domain of the words around it (a window
+# holding the label holds them too), so redaction drops the labels from every policy's flags.
+SPEAKER_LABEL = re.compile(r"^[ \t]*(USER|AGENT)(?=[ \t]*:)", re.MULTILINE)
+
+
+def label_words(text: str) -> set[int]:
+    """Indices (word_spans order) of the words that are a line's speaker label."""
+    starts = {match.start(1) for match in SPEAKER_LABEL.finditer(text)}
+    return {i for i, (start, _) in enumerate(word_spans(text)) if start in starts}
+
+
+class LabelsKept:
+    """`policy` with speaker labels never flagged, counting per domain the words it flags.
+
+    Args:
+        policy: the wrapped policy (its `domains` are kept).
+        name: the policy's name in error messages.
+        fix: how to loosen the policy, ending the error when it flags every word of a dialog.
+        dialog_ids: text -> dialog id, to name that dialog.
+
+    `counts[domain]` after `flags_many(texts, domain)`: {dialogs, dialogs_masked, words,
+    words_masked}.
+    """
+
+    def __init__(self, policy, name: str, fix: str, dialog_ids: Mapping[str, str]):
+        self.policy, self.name, self.domains = policy, name, policy.domains
+        self.fix, self.dialog_ids = fix, dialog_ids
+        self.counts: dict[str, dict[str, int]] = {}
+
+    def flags_many(self, texts, domain_name: str) -> list[list[bool]]:
+        flags = []
+        for text, row in zip(texts, self.policy.flags_many(list(texts), domain_name), strict=True):
+            labels = label_words(text)
+            flags.append([flagged and i not in labels for i, flagged in enumerate(row)])
+            require(
+                not flags[-1] or not all(flags[-1]),
+                f"the s3 {self.name} policy flags every word of {domain_name} train dialog "
+                f"{self.dialog_ids.get(text)!r}, so redacting it leaves no word; {self.fix}",
+            )
+        self.counts[domain_name] = {
+            "dialogs": len(flags),
+            "dialogs_masked": sum(any(row) for row in flags),
+            "words": sum(map(len, flags)),
+            "words_masked": sum(map(sum, flags)),
+        }
+        return flags

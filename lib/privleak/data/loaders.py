@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privleak.pipeline import params as params_module
 from privleak.data.records import (
     first_gap,
     first_line,
@@ -34,6 +33,7 @@ from privleak.data.records import (
 )
 from privleak.data.synthetic import generate
 from privleak.errors import PrivleakError, require
+from privleak.pipeline import params as params_module
 
 SCHEMES = ("synthetic", "hf", "file")
 FILE_TYPES = (".csv", ".json", ".jsonl", ".parquet")

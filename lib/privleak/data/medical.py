@@ -13,7 +13,6 @@ have read that one document.
 from __future__ import annotations
 
 import random
-
 import re
 from collections.abc import Sequence
 
@@ -24,6 +23,7 @@ from privleak.data.templating import (
     person,
     secret_rows,
     seeded,
+    templates,
     with_duplicates,
 )
 from privleak.errors import require
@@ -31,34 +31,16 @@ from privleak.errors import require
 CORPUS_FIELDS = ("id", "unit", "disease", "question", "request", "response")
 """What a DP-RAG corpus record needs: `unit` is the privacy unit (one document each)."""
 
-_ONSETS = "Fl|Zorb|Snurf|Gl|Quib|Bramb|Vex|Trell|Mop|Drizz|Plon|Skw|Yarn|Cr|Wib|Thund".split("|")
-_MIDDLES = "umpl|il|ux|ob|ark|enn|izz|ort|und|ap|el|orp".split("|")
-_ENDINGS = "enaxism|axis|ias|itis|osis|emia|opathy|algia|oria|esis".split("|")
-_TREATMENT_FORMS = "zone Bites|steron|mab Drops|cillin Syrup|vex Patches|dral Tablets".split("|")
-_SYMPTOMS = (
-    "persistent fatigue|sensitivity to light|bloating|severe eye twitching|muscle weakness in the "
-    "arms|coughing fits of loud laughter|a sudden urge to eat socks|numbness in the limbs|loss of "
-    "balance|ringing in the ears|blue fingertips|night sweats|a metallic taste|hiccups that last "
-    "for days|itchy elbows|an aversion to the colour green|dizziness when whistling|cold knees|"
-    "sneezing at sunset|a craving for chalk|tingling earlobes|forgetting words for fruit|"
-    "hair that crackles|swollen ankles|spontaneous humming|a loud heartbeat|dry eyelids|"
-    "sleepwalking backwards|yellow toenails|a stiff jaw|sensitivity to wool|trembling thumbs|"
-    "hearing colours|a hoarse voice|cramps in the calves|waking at 3 am|a rash shaped like stars|"
-    "a fear of stairs|excessive yawning|warm ears|slow blinking|salt cravings"
-).split("|")
-_IMPLANTS = "cochlear implant|pacemaker|insulin pump|knee prosthesis|neurostimulator".split("|")
-
-_REQUESTS = [
-    "I am {patient}, and I am experiencing symptoms such as {symptom_list}.",
-    "My name is {patient}. Lately I have been dealing with {symptom_list}.",
-    "{patient} here: I have {symptom_list}, and I would like to know what is wrong.",
-]
-_RESPONSES = [
-    "{patient} is experiencing {symptom_list}. These symptoms indicate a condition known as "
-    "{disease}. The recommended treatment is {treatment}.",
-    "{patient}, presenting with {symptom_list}, has been diagnosed with {disease}. To manage this "
-    "condition, the recommended course of action is {treatment}.",
-]
+_TEMPLATES = templates("medical")
+# A disease name is onset + middle + ending, its treatment onset + middle + treatment form.
+_ONSETS: list[str] = _TEMPLATES["onsets"]
+_MIDDLES: list[str] = _TEMPLATES["middles"]
+_ENDINGS: list[str] = _TEMPLATES["endings"]
+_TREATMENT_FORMS: list[str] = _TEMPLATES["treatment_forms"]
+_SYMPTOMS: list[str] = _TEMPLATES["symptoms"]
+_IMPLANTS: list[str] = _TEMPLATES["implants"]
+_REQUESTS: list[str] = _TEMPLATES["requests"]
+_RESPONSES: list[str] = _TEMPLATES["responses"]
 
 
 def disease_table(count: int, rng: random.Random) -> list[dict]:

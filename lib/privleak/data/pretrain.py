@@ -16,16 +16,13 @@ from privleak.data.templating import (
     prose_words,
     secret_rows,
     seeded,
+    templates,
     with_duplicates,
 )
 from privleak.errors import PrivleakError, require
 
 # The words right before a planted entity, by entity type.
-_LEAD_INS = {
-    "name": ["The report was prepared by", "The award this year went to", "The guide was led by"],
-    "email": ["Readers can send questions to", "For details, write to", "The contact listed is"],
-    "phone": ["The help line can be reached at", "To book a visit, call", "The office number is"],
-}
+_LEAD_INS: dict[str, list[str]] = templates("pretrain")["lead_ins"]
 
 
 def _unique(draw: Callable[[], tuple[str, str]], seen: set[str], option: str) -> tuple[str, str]:

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from privleak.pipeline import params as params_module
 from privleak.errors import PrivleakError, require
+from privleak.pipeline import params as params_module
 
 # What an S1 `sequences: file:` jsonl must hold per row (`duplicates` is optional).
 SEQUENCE_FIELDS = ("seq_id", "kind", "prefix", "suffix")

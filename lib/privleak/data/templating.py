@@ -4,17 +4,21 @@ spans, filler prose, seeded randomness, and the secret rows a generator returns.
 A Piece is a text with the secrets planted in it: (text, [span]), each span
 {"start", "end", "kind", "text"} with text[start:end] == span["text"]. fill makes a Piece from a
 template, join concatenates Pieces and shifts their spans, so offsets stay exact however a
-document is assembled.
+document is assembled. The template texts and word pools live in the package data files
+templates/<name>.yaml, read by templates.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import random
 import string
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import yaml
 from faker import Faker
 
 from privleak.errors import require
@@ -35,62 +39,25 @@ SECRET_SLOTS = {
 }
 _FORMATTER = string.Formatter()
 
+
+@functools.cache
+def templates(name: str) -> dict:
+    """The templates and word pools in the package data file templates/<name>.yaml."""
+    path = importlib.resources.files("privleak.data") / "templates" / f"{name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def named_pools(pools: dict[str, list[str] | str], generated: dict[str, list[str]]) -> dict:
+    """A template file's pools, where a pool given as a name is generated[name]: lists built
+    from numbers (dates, amounts, seats) stay in code."""
+    return {slot: generated[p] if isinstance(p, str) else p for slot, p in pools.items()}
+
+
 # Word pools for filler prose and for the slots several generators share; a template slot named
 # like a key draws from that pool. Each generator adds its own pools to these.
-_NOUNS = (
-    "bridge|library|harbor|market|festival|railway|orchard|museum|clinic|school|factory|river|"
-    "highway|garden|stadium|warehouse|village|reservoir|theater|bakery|ferry|tower|campus|farm"
-).split("|")
-POOLS = {
-    "adj": (
-        "quiet|busy|remote|coastal|northern|ageing|crowded|modest|rural|historic|modern|narrow|"
-        "familiar|seasonal|costly|unusual|steady|fragile|sprawling|neglected|vibrant|temporary"
-    ).split("|"),
-    "noun": _NOUNS,
-    "noun2": _NOUNS,
-    "verb": (
-        "renovated|inspected|reopened|expanded|closed|funded|studied|visited|described|replaced|"
-        "restored|surveyed|welcomed|delayed|approved|criticized|praised|photographed|rebuilt"
-    ).split("|"),
-    "place": (
-        "the valley|the old town|the county|the coast|the suburbs|the capital|the island|"
-        "the northern district|the river basin|the harbor district|the hill country"
-    ).split("|"),
-    "time": (
-        "last spring|this winter|in recent years|over the summer|earlier this month|"
-        "after the storm|before the election|during the holidays|two decades ago|last autumn"
-    ).split("|"),
-    "group": (
-        "residents|volunteers|engineers|farmers|teachers|students|commuters|shop owners|"
-        "historians|officials|nurses|inspectors|retirees|fishermen"
-    ).split("|"),
-    "reason": (
-        "rising costs|heavy rain|a shortage of staff|new regulations|strong demand|"
-        "a change in leadership|safety concerns|public pressure|a lack of funding"
-    ).split("|"),
-    "count": "twenty|thirty|forty|fifty|a hundred|two hundred|several hundred".split("|"),
-    "pct": "2|3|4|6|7|9|11|12|15|18|23".split("|"),
-}
-
+POOLS: dict[str, list[str]] = templates("prose")["pools"]
 # Filler prose templates; every slot draws from POOLS.
-PROSE = [
-    "The {adj} {noun} near {place} was {verb} {time}.",
-    "Local {group} said the {noun} had changed little {time}.",
-    "About {count} {group} gathered outside the {adj} {noun} {time}.",
-    "Because of {reason}, the {noun} in {place} was {verb} {time}.",
-    "Many {group} remember when the {noun} was still {adj}.",
-    "The {noun} has been {verb} twice since it opened, according to {group} in {place}.",
-    "Plans for a new {noun} were shelved {time} after {reason}.",
-    "Visitors to {place} often stop at the {adj} {noun} before heading to the {noun2}.",
-    "Nobody could say exactly why the {noun} was {verb}, though {group} blamed {reason}.",
-    "The story of the {adj} {noun} is told in a small exhibit at the {noun2}.",
-    "By the end of the season, {group} had {verb} most of the {noun2} in {place}.",
-    "The {noun} and the {noun2} are both {adj}, but only one of them draws crowds.",
-    "It took {group} almost a year to agree on what the {noun} should become.",
-    "When the weather turns, the {adj} {noun} becomes the busiest spot in {place}.",
-    "A report from {place} described the {noun} as {adj} and in need of repair.",
-    "Despite {reason}, the {noun} stayed open {time}.",
-]
+PROSE: list[str] = templates("prose")["prose"]
 
 
 def _slots(template: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Per-unit checkpoints of one stage run, so an interrupted long stage resumes (DESIGN.md §9).
+"""Per-unit checkpoints of one stage run, so an interrupted long stage resumes (docs/design.md §9).
 
 A long stage splits its work into units (an example, a chunk of examples, one forward batch),
 each deterministic given its key: decoders draw a group's randomness from (seed, group key), and

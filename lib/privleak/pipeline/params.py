@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from privleak.errors import PrivleakError, require
-from privleak.pipeline import paths
+from privleak.pipeline import paths, schema
+from privleak.pipeline.schema import PROFILES
 
-PROFILES = ("smoke", "embedded", "paper")
 PROFILE_ENV = "PRIVLEAK_PROFILE"  # set by privleak.pipeline.stage for the notebook kernel
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 _PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
@@ -30,8 +30,6 @@ _PROFILE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
 def load(path: Path | None = None) -> dict[str, Any]:
     """The whole params file, validated against privleak.pipeline.schema (every group, every profile
     block); a one-line PrivleakError names the file, the key path, the value and what is allowed."""
-    from privleak.pipeline import schema  # pydantic only when params are read, not on every import
-
     path = Path(path or paths.PARAMS_FILE)
     require(path.exists(), f"params file {path} is missing")
     params = schema.load_yaml(path.read_text(), source=path.name)

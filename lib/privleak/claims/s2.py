@@ -1,0 +1,184 @@
+"""S2 (Wang et al.) claims: privacy-aware decoding (PAD) against RAG extraction.
+
+Units are attack prompts: each prompt's response under every defense is paired (same retrieved
+contexts), and its outcomes are 0/1 (Repeat / ROUGE Prompts: the response leaks one of its
+contexts) or its per-token NLL under the undefended model (log PPL). The paper's Table 1 counts
+are the number of prompts times the mean outcome, so a paired mean difference tests a count
+difference. Sweeps and ablations run on the sweep corpus only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from privleak.claims.registry import Finding
+from privleak.claims.stats import Estimate, paired_differences, settings_matrix, unit_trends
+from privleak.metrics.rag_leakage import prompt_outcomes
+from privleak.pad import response_budget
+
+Boot = Callable[..., Estimate]
+OUTCOMES = {"repeat": "Repeat Prompts", "rouge": "ROUGE Prompts"}
+
+
+def load(interim: Path, leakage: Mapping) -> dict:
+    """Per-prompt outcomes (`prompt_outcomes` with the leakage params), the responses and PAD's
+    default settings, from data/interim/s2."""
+    s2 = interim / "s2"
+    responses = pd.read_parquet(s2 / "generate" / "responses.parquet")
+    units = prompt_outcomes(
+        pd.read_parquet(s2 / "index" / "prompts.parquet"),
+        pd.read_parquet(s2 / "index" / "chunks.parquet"),
+        pd.read_parquet(s2 / "index" / "secrets.parquet"),
+        responses,
+        min_words=leakage["repeat_min_words"],
+        rouge_threshold=leakage["rouge_threshold"],
+    )
+    return {
+        "units": units.assign(nll_per_token=units["nll"] / units["tokens"].clip(lower=1)),
+        "responses": responses,
+        "pad_default": json.loads((s2 / "generate" / "pad_settings.json").read_text()),
+    }
+
+
+def prompt_differences(frame: pd.DataFrame, base: str, other: str, value: str) -> np.ndarray:
+    """Per prompt: value(other) - value(base), over prompts that have both defenses."""
+    matrix = settings_matrix(frame, "prompt_id", "defense", value)
+    return paired_differences(matrix, base, other).to_numpy()
+
+
+def sweep_matrix(sweep: pd.DataFrame, family: str, value: str, default: float) -> pd.DataFrame:
+    """[prompts x sweep values] of `value`; PAD's own rows are the sweep's `default` point."""
+    points = sweep[sweep["family"] == family]
+    pad = sweep[sweep["defense"] == "pad"].assign(value=default)
+    return settings_matrix(pd.concat([points, pad]), "prompt_id", "value", value)
+
+
+def diminishing_gains(amplified: pd.DataFrame) -> np.ndarray:
+    """Per prompt (o(1) - o(5)) - (o(5) - o(10)) of an outcome o over λ_amp; empty when the
+    sweep lacks one of the three points."""
+    if not {1.0, 5.0, 10.0} <= set(amplified.columns):
+        return np.array([])
+    gains = (amplified[1.0] - amplified[5.0]) - (amplified[5.0] - amplified[10.0])
+    return gains.dropna().to_numpy()
+
+
+def per_token_cost_change(pad: pd.DataFrame, alpha: float, delta: float, lengths) -> np.ndarray:
+    """Per PAD response at least max(lengths) tokens long: ε/L at the longest L minus at the
+    shortest (γ-relaxed RDP of the response's first L steps)."""
+    shortest, longest = min(lengths), max(lengths)
+    change = []
+    for r in pad.itertuples():
+        if len(r.sigma) >= longest:
+            cost = [
+                response_budget(
+                    r.sigma[:n], r.sensitivity[:n], np.asarray(r.protected[:n]) > 0.5, alpha, delta
+                ).epsilon_relaxed
+                / n
+                for n in (shortest, longest)
+            ]
+            change.append(cost[1] - cost[0])
+    return np.asarray(change)
+
+
+def table_findings(table: pd.DataFrame, boot: Boot):
+    """§4.2, Table 1: PAD against every baseline, perplexities, and Static against Dist."""
+    for corpus, frame in table.groupby("corpus"):
+        for outcome, label in OUTCOMES.items():
+            for base in ("extraction", "summ", "dist", "static"):
+                yield Finding(
+                    "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
+                    boot(prompt_differences(frame, base, "pad", outcome), np.mean),
+                    {"base": base, "outcome": outcome, "corpus": corpus, "label": label},
+                )
+        yield Finding(
+            "s2.pad_ppl_below_extraction.{corpus}",
+            boot(prompt_differences(frame, "extraction", "pad", "nll_per_token"), np.mean),
+            {"corpus": corpus},
+        )
+        yield Finding(
+            "s2.summ_costs_perplexity.{corpus}",
+            boot(prompt_differences(frame, "extraction", "summ", "nll_per_token"), np.mean),
+            {"corpus": corpus},
+        )
+        for outcome, label in (
+            ("rouge", "ROUGE Prompts outcome"),
+            ("nll_per_token", "per-token NLL"),
+        ):
+            yield Finding(
+                "s2.static_beats_dist.{outcome}.{corpus}",
+                boot(prompt_differences(frame, "dist", "static", outcome), np.mean),
+                {"outcome": outcome, "corpus": corpus, "label": label},
+            )
+
+
+def sweep_findings(sweep: pd.DataFrame, corpus: str, default: Mapping, boot: Boot):
+    """§4.3-4.4, Figs. 3-5: ablations, the amplification and ε sweeps."""
+    for ablation in ("no_sens", "no_calib"):
+        for outcome, label in OUTCOMES.items():
+            yield Finding(
+                f"s2.{ablation}_leaks_more.{{outcome}}",
+                boot(prompt_differences(sweep, "pad", ablation, outcome), np.mean),
+                {"outcome": outcome, "label": label, "sweep_corpus": corpus},
+            )
+    for outcome, label in OUTCOMES.items():
+        fill = {"outcome": outcome, "label": label, "sweep_corpus": corpus}
+        amplified = sweep_matrix(sweep, "amplification", outcome, default["amplification"])
+        yield Finding(
+            "s2.amplification_reduces_leakage.{outcome}",
+            boot(unit_trends(amplified).to_numpy(), np.mean),
+            fill,
+        )
+        complete = {1.0, 5.0, 10.0} <= set(amplified.columns)
+        yield Finding(
+            "s2.amplification_diminishing_returns.{outcome}",
+            boot(diminishing_gains(amplified), np.mean),
+            fill,
+            missing="" if complete else "λ_amp = 1, 5 and 10 in the sweep",
+        )
+        by_epsilon = sweep_matrix(sweep, "epsilon", outcome, default["epsilon"])
+        yield Finding(
+            "s2.epsilon_raises_leakage.{outcome}",
+            boot(unit_trends(by_epsilon).to_numpy(), np.mean),
+            fill,
+        )
+    by_epsilon = sweep_matrix(sweep, "epsilon", "nll_per_token", default["epsilon"])
+    yield Finding(
+        "s2.epsilon_lowers_perplexity",
+        boot(unit_trends(by_epsilon).to_numpy(), np.mean),
+        {"sweep_corpus": corpus},
+    )
+
+
+def findings(frames: dict, boot: Boot, sweep_corpus: str, accounting: Mapping) -> list[Finding]:
+    """Every S2 claim on `load`'s frames; accounting: the α, δ and lengths of Fig. 6a."""
+    units, responses = frames["units"], frames["responses"]
+    lengths = accounting["lengths"]
+    return [
+        *table_findings(units[units["family"] == "table"], boot),
+        *sweep_findings(
+            units[units["corpus"] == sweep_corpus], sweep_corpus, frames["pad_default"], boot
+        ),
+        Finding(
+            "s2.epsilon_per_token_falls_with_length",
+            boot(
+                per_token_cost_change(
+                    responses[responses["defense"] == "pad"],
+                    accounting["alpha"],
+                    accounting["delta"],
+                    lengths,
+                ),
+                np.mean,
+            ),
+            {
+                "shortest": min(lengths),
+                "longest": max(lengths),
+                "alpha": accounting["alpha"],
+                "delta": accounting["delta"],
+            },
+        ),
+    ]

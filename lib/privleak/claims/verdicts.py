@@ -1,0 +1,170 @@
+"""Verdicts: a Claim record per paper sentence, judged from its Estimate, and the claims table in
+its three forms (frame, metrics JSON, markdown page).
+
+A claim is *reproduced* when the effect's interval excludes the null on the paper's side,
+*contradicted* when it excludes it on the other side, *inconclusive* otherwise (docs/design.md §8).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+
+import pandas as pd
+
+from privleak.claims.stats import Estimate
+from privleak.errors import require
+
+REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
+VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
+DIRECTIONS = ("+", "-")  # the paper says the effect is above (+) or below (-) the null
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One paper sentence, the effect that tests it, and the verdict (docs/design.md §8)."""
+
+    id: str
+    paper: str
+    quote: str
+    where: str
+    effect_name: str
+    direction: str
+    null: float
+    effect: float
+    ci_low: float
+    ci_high: float
+    units: str
+    verdict: str
+    note: str
+
+
+def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
+    """'reproduced' if [low, high] lies strictly on the paper's side of null, 'contradicted' if
+    strictly on the other side, else 'inconclusive' (touching the null or no interval)."""
+    require(direction in DIRECTIONS, f"direction must be one of {DIRECTIONS}; got {direction!r}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return INCONCLUSIVE
+    above, below = low > null, high < null
+    if direction == "-":
+        above, below = below, above
+    return REPRODUCED if above else CONTRADICTED if below else INCONCLUSIVE
+
+
+def judge(
+    claim_id: str,
+    *,
+    paper: str,
+    quote: str,
+    where: str,
+    effect_name: str,
+    direction: str,
+    estimate: Estimate,
+    unit: str,
+    null: float = 0.0,
+    missing: str = "",
+    note: str = "",
+) -> Claim:
+    """The Claim record for `estimate`, judged by `verdict`. `missing` names data the claim
+    needs that the artifacts lack: the verdict is then inconclusive whatever the interval says,
+    and the note tells what the interval alone would read. `note`: a caveat to keep with it."""
+    ruled = verdict(estimate.low, estimate.high, direction, null)
+    notes = [text for text in (note, estimate.note) if text]
+    if missing:
+        alone = f"; the interval alone reads {ruled}" if math.isfinite(estimate.low) else ""
+        notes.append(f"needs {missing}{alone}")
+        ruled = INCONCLUSIVE
+    return Claim(
+        id=claim_id,
+        paper=paper,
+        quote=quote,
+        where=where,
+        effect_name=effect_name,
+        direction=direction,
+        null=float(null),
+        effect=estimate.effect,
+        ci_low=estimate.low,
+        ci_high=estimate.high,
+        units=f"{estimate.units} {unit}",
+        verdict=ruled,
+        note="; ".join(notes),
+    )
+
+
+def _number(value: float, digits: int = 6) -> float | None:
+    """value rounded to `digits` significant digits (platform noise stays out of the files);
+    None for NaN/inf, which JSON cannot hold."""
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else None
+
+
+def _sorted(claims: Iterable[Claim]) -> list[Claim]:
+    ordered = sorted(claims, key=lambda c: c.id)
+    require(len({c.id for c in ordered}) == len(ordered), "claim ids must be unique")
+    return ordered
+
+
+def claims_frame(claims: Iterable[Claim]) -> pd.DataFrame:
+    """One row per claim, sorted by id, numbers rounded to 6 significant digits (NaN: none)."""
+    columns = [field.name for field in fields(Claim)]
+    frame = pd.DataFrame([asdict(c) for c in _sorted(claims)], columns=columns)
+    for column in ("null", "effect", "ci_low", "ci_high"):
+        frame[column] = [_number(v) for v in frame[column]]
+    return frame.astype({c: float for c in ("null", "effect", "ci_low", "ci_high")})
+
+
+def counts(claims: Iterable[Claim]) -> dict[str, int]:
+    """{verdict: number of claims} over every verdict, zeros included."""
+    found = [c.verdict for c in claims]
+    return {v: found.count(v) for v in VERDICTS}
+
+
+def metrics_json(claims: Iterable[Claim]) -> str:
+    """metrics/claims.json: per claim its effect, interval and verdict (null where there is no
+    number), counts per verdict and the total."""
+    ordered = _sorted(claims)
+    per_claim = {
+        c.id: {
+            "effect": _number(c.effect),
+            "ci": [_number(c.ci_low), _number(c.ci_high)],
+            "verdict": c.verdict,
+        }
+        for c in ordered
+    }
+    body = {"claims": per_claim, "counts": counts(ordered), "total": len(ordered)}
+    return json.dumps(body, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _show(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "n/a"
+
+
+def markdown(claims: Sequence[Claim], alpha: float) -> str:
+    """A readable page: counts, the claim table (id, quote, effect [interval], verdict), then
+    each claim's effect definition, units and note."""
+    frame = claims_frame(claims)
+    level = f"{100 * (1 - alpha):g} %"
+    tally = ", ".join(f"{n} {v}" for v, n in counts(claims).items())
+    lines = [
+        "# Claims of S0, S1, S2, S3 and S4: verdicts from the cached artifacts",
+        "",
+        f"{len(frame)} claims: {tally}. Effect [{level} bootstrap interval over the units]; a "
+        "claim is reproduced when the interval excludes the null on the paper's side "
+        "(direction + or - of the null), contradicted when it excludes it on the other side.",
+        "",
+        "| id | where | quote | direction vs null | effect [interval] | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in frame.itertuples():
+        interval = f"{_show(row.effect)} [{_show(row.ci_low)}, {_show(row.ci_high)}]"
+        quote = row.quote.replace("|", "\\|")
+        lines.append(
+            f"| {row.id} | {row.where} | “{quote}” | {row.direction} {_show(row.null)} | "
+            f"{interval} | **{row.verdict}** |"
+        )
+    lines += ["", "## Effects, units and notes", ""]
+    for row in frame.itertuples():
+        note = f" Note: {row.note}." if row.note else ""
+        lines.append(f"- **{row.id}** ({row.paper}): {row.effect_name}. Units: {row.units}.{note}")
+    return "\n".join(lines) + "\n"

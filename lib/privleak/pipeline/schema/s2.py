@@ -1,0 +1,144 @@
+"""The s2 group: privacy-aware decoding against RAG extraction (S2)."""
+
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from privleak.pipeline.schema.base import (
+    COUNT,
+    INDEX,
+    MASS,
+    NAME,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    SHARE,
+    TEXT,
+    Rule,
+    Strict,
+    fail,
+    is_number,
+    list_of,
+    one_of,
+)
+from privleak.pipeline.schema.data import Slot
+
+# privleak.decoding.FORWARD_MODES
+FORWARD_MODES = ("auto", "dynamic", "slots", "graph")
+ATTACK_STYLES = ("health", "enron")  # privleak.rag_attack.STYLES
+
+
+class S2Attack(Strict):
+    prompts: Annotated[int, COUNT]  # per corpus (the paper: 250)
+    targeted_share: Annotated[float, SHARE]
+
+
+class S2Retrieval(Strict):
+    k: Annotated[int, COUNT]
+    rerank_top: Annotated[int, COUNT]
+    reranker: Annotated[str, TEXT]  # tfidf, or a cross-encoder hub id / folder
+
+    @model_validator(mode="after")
+    def _top(self) -> Self:
+        if self.rerank_top > self.k:
+            raise fail(f"must be <= k ({self.k})", "rerank_top", value=self.rerank_top)
+        return self
+
+
+class S2Decoding(Strict):
+    temperature: Annotated[float, POSITIVE]
+    max_new_tokens: Annotated[int, COUNT]
+    min_new_tokens: Annotated[int, INDEX]
+    max_batch_streams: Annotated[int, COUNT]
+    forward_mode: Annotated[str, one_of(*FORWARD_MODES)]
+
+
+class S2PAD(Strict):  # privleak.pad.PADSettings
+    epsilon: Annotated[float, POSITIVE]
+    amplification: Annotated[float, NON_NEGATIVE]
+    min_sensitivity: Annotated[float, MASS]
+    tau_conf: Annotated[float, SHARE]
+    tau_margin: Annotated[float, NON_NEGATIVE]
+    weights: Annotated[list[Annotated[float, NON_NEGATIVE]], Field(min_length=3, max_length=3)]
+
+
+class S2Sweeps(Strict):  # Figs. 4-5
+    amplifications: list_of(Annotated[float, NON_NEGATIVE], unique=True)
+    epsilons: list_of(Annotated[float, POSITIVE], unique=True)
+
+
+class S2Distance(Strict):  # Dist.: L2 thresholds (the paper sweeps 0-1.2)
+    table: Annotated[float, NON_NEGATIVE]
+    sweep: list_of(Annotated[float, NON_NEGATIVE], unique=True)
+
+    @model_validator(mode="after")
+    def _table_swept(self) -> Self:
+        if self.table not in self.sweep:
+            raise fail(f"must be one of sweep ({self.sweep})", "table", value=self.table)
+        return self
+
+
+class S2Summary(Strict):
+    max_new_tokens: Annotated[int, COUNT]
+
+
+class S2ESP(Strict):
+    prompts: Annotated[int, INDEX]  # per corpus
+    max_secrets: Annotated[int, COUNT]  # per prompt
+    cue_words: Annotated[int, INDEX]
+    draws: Annotated[int, COUNT]  # noise samples per token
+
+
+ALPHA = Rule(lambda v: is_number(v) and v > 1, "a finite number > 1", number=True)
+
+
+class S2Accounting(Strict):
+    alpha: Annotated[float, ALPHA]
+    delta: Annotated[float, PROBABILITY]
+    alphas: list_of(Annotated[float, ALPHA], unique=True)  # Fig. 6b
+    lengths: list_of(Annotated[int, COUNT], unique=True)  # Fig. 6a
+
+
+class S2Leakage(Strict):
+    repeat_min_words: Annotated[int, COUNT]
+    rouge_threshold: Annotated[float, SHARE]
+
+
+class S2(Strict):
+    lm: Annotated[str, TEXT]
+    corpora: dict[str, Slot]
+    styles: dict[str, Annotated[str, one_of(*ATTACK_STYLES)]]
+    sweep_corpus: Annotated[str, TEXT]
+    embed_batch_size: Annotated[int, COUNT]
+    chunk_words: Annotated[int, COUNT]
+    attack: S2Attack
+    retrieval: S2Retrieval
+    decoding: S2Decoding
+    pad: S2PAD
+    static_sigma: Annotated[float, POSITIVE]
+    sweeps: S2Sweeps
+    distance: S2Distance
+    summary: S2Summary
+    esp: S2ESP
+    accounting: S2Accounting
+    leakage: S2Leakage
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if not self.corpora:
+            raise fail("must name at least one corpus", "corpora")
+        for name in self.corpora:
+            if not NAME.fullmatch(name):
+                raise fail("unusable as a Chroma collection and file name", f"corpora.{name}")
+            if name not in self.styles:
+                raise fail(
+                    f"has no attack style; add styles.{name} ({' or '.join(ATTACK_STYLES)})",
+                    f"corpora.{name}",
+                )
+        if self.sweep_corpus not in self.corpora:
+            raise fail(f"must be one of corpora ({', '.join(self.corpora)})", "sweep_corpus",
+                        value=self.sweep_corpus)  # fmt: skip
+        if self.decoding.min_new_tokens > self.decoding.max_new_tokens:
+            raise fail(f"must be <= max_new_tokens ({self.decoding.max_new_tokens})",
+                        "decoding.min_new_tokens", value=self.decoding.min_new_tokens)  # fmt: skip
+        return self

@@ -1,0 +1,235 @@
+"""S3's training plan: which target and reference models are fine-tuned, on which documents,
+with which optimiser and seed, and the dispatch that fits one of them.
+
+A plan is a dict {model, run, target, policy, without, kind, docs}: `model` is the folder name
+(run k > 0 under run<k>/), `policy` the redaction policy of the documents (None: not redacted),
+`without` the domain a reference leaves out (None: a target), `kind` one of "adamw", "dp", "jft"
+or "schedule", and `docs` the token-id documents it trains on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from privleak.training.finetune import finetune_causal_lm
+from privleak.training.private import dp_finetune_causal_lm, jft_finetune
+from privleak.training.schedules import schedule_finetune
+
+Docs = list[list[int]]
+
+
+def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
+    """The keyword arguments of the AdamW and the DP-AdamW fine-tunes.
+
+    Args:
+        train: the `train` params (epochs, batch_size, seq_len, learning_rate).
+        dp: the `dp` params (target_epsilon, delta, max_grad_norm, batch_size, learning_rate).
+
+    Returns:
+        (adamw, private): DP takes `dp`'s batch size and learning rate and `train`'s epochs and
+        seq_len.
+    """
+    adamw = {key: train[key] for key in ("epochs", "batch_size", "seq_len", "learning_rate")}
+    private = {
+        "target_epsilon": dp["target_epsilon"],
+        "delta": dp["delta"],
+        "max_grad_norm": dp["max_grad_norm"],
+        "epochs": train["epochs"],
+        "batch_size": dp["batch_size"],
+        "seq_len": train["seq_len"],
+        "learning_rate": dp["learning_rate"],
+    }
+    return adamw, private
+
+
+def planned(model, target, kind, docs, policy=None, without=None) -> dict:
+    """One model to train (run 0): its folder name, target, redaction policy (None: not
+    redacted) or left-out domain (references), training kind and documents."""
+    return {
+        "model": model,
+        "run": 0,
+        "target": target,
+        "policy": policy,
+        "without": without,
+        "kind": kind,
+        "docs": docs,
+    }
+
+
+def target_plans(
+    original: Docs,
+    redacted: dict[str, Docs],
+    of_domain: np.ndarray,
+    *,
+    domain: str,
+    leaked: Sequence[str],
+    seeds: int,
+) -> list[dict]:
+    """Every model S3 trains, in training order.
+
+    Args:
+        original: the n train dialogs' token ids.
+        redacted: per policy name, the same n dialogs redacted by it.
+        of_domain: shape (n,), each dialog's domain.
+        domain: the prompted domain (its "<domain> Only" target).
+        leaked: the private domains j other than `domain`, one reference each.
+        seeds: training runs per target; the references are trained once.
+
+    Returns:
+        The run-0 targets (Only, Public, Private, then per policy Pub+Redacted, JFT and the
+        Redaction Schedule), the references, then runs 1 .. seeds-1 of every target.
+    """
+
+    def subset(mask) -> Docs:
+        return [doc for doc, keep in zip(original, mask, strict=True) if keep]
+
+    plans = [
+        planned(f"{domain.lower()}_only", f"{domain} Only", "adamw", subset(of_domain == domain)),
+        planned("public", "Public", "adamw", original),
+        planned("private", "Private", "dp", original),
+    ]
+    for policy, docs in redacted.items():
+        plans += [
+            planned(f"pub_redacted-{policy}", "Pub+Redacted", "adamw", docs, policy),
+            planned(f"jft-{policy}", "JFT", "jft", docs, policy),
+            planned(f"schedule-{policy}", "Redaction Schedule", "schedule", docs, policy),
+        ]
+    plans += [
+        planned(
+            f"reference-no_{j.lower()}",
+            f"Reference (D without {j})",
+            "adamw",
+            subset(of_domain != j),
+            without=j,
+        )
+        for j in leaked
+    ]
+    targets = [plan for plan in plans if plan["without"] is None]
+    return plans + [
+        plan | {"model": f"run{run}/{plan['model']}", "run": run}
+        for run in range(1, seeds)
+        for plan in targets
+    ]
+
+
+def adamw_tokens(model) -> tuple[list[int], object]:
+    """A counter of the real input tokens of every AdamW forward (the only ones given labels;
+    DP counts its own), and the hook's handle."""
+    seen = [0]
+
+    def count(module, args, kwargs):
+        if kwargs.get("labels") is not None:
+            seen[0] += int(kwargs["attention_mask"].sum())
+
+    return seen, model.register_forward_pre_hook(count, with_kwargs=True)
+
+
+def last_finite(losses) -> float:
+    """The last finite loss; NaN when there is none."""
+    finite = [loss for loss in losses if math.isfinite(loss)]
+    return finite[-1] if finite else math.nan
+
+
+def _train(model, plan: dict, original: Docs, *, pad_id, seed, adamw, private, schedule) -> tuple:
+    """Run the plan's optimiser: (losses, log fields, DP seconds, DP tokens)."""
+    row = {"epsilon": math.nan, "delta": math.nan, "noise_multiplier": math.nan}
+    if plan["kind"] == "adamw":
+        return (
+            finetune_causal_lm(model, plan["docs"], pad_id=pad_id, seed=seed, **adamw),
+            row,
+            0.0,
+            0,
+        )
+    if plan["kind"] == "schedule":
+        result = schedule_finetune(
+            model,
+            plan["docs"],
+            original,
+            pad_id=pad_id,
+            seed=seed,
+            schedule=schedule["name"],
+            schedule_options=schedule.get("options") or {},
+            **adamw,
+        )
+        row["mean_redacted_share"] = float(np.mean(result.redacted_share))
+        return result.losses, row, 0.0, 0
+    if plan["kind"] == "dp":
+        result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad_id, seed=seed, **private)
+        first = []
+    else:
+        jft = jft_finetune(
+            model,
+            plan["docs"],
+            original,
+            pad_id=pad_id,
+            seed=seed,
+            redacted_phase=adamw,
+            private_phase=private,
+        )
+        result, first = jft.private, jft.redacted_losses
+    row |= {
+        "epsilon": result.epsilon,
+        "delta": result.delta,
+        "noise_multiplier": result.noise_multiplier,
+    }
+    return first + result.losses, row, result.wall_seconds, result.tokens_seen
+
+
+def fit_target(
+    plan: dict,
+    load: Callable[[], torch.nn.Module],
+    original: Docs,
+    *,
+    pad_id: int | None,
+    seed: int,
+    adamw: dict,
+    private: dict,
+    schedule: dict,
+) -> dict:
+    """Fine-tune a fresh model as `plan` says, with seed + its run.
+
+    Args:
+        plan: one of `target_plans`.
+        load: loads a fresh copy of the base model; called after seeding torch.
+        original: the unredacted train documents (the schedule's and JFT's private phase).
+        pad_id: the tokenizer's pad id.
+        seed: the run-0 seed.
+        adamw, private: `optimiser_settings`.
+        schedule: the `schedule` params {name, options}.
+
+    Returns:
+        {"state": the weights (CPU clones), "row": the log fields (epsilon, delta,
+        noise_multiplier, [mean_redacted_share], steps, tokens, final_loss), "losses": one per
+        step, "timing": {wall_s, dp_wall_s, adamw_tokens, dp_tokens}}.
+    """
+    run_seed = seed + plan["run"]
+    torch.manual_seed(run_seed)  # dropout (GPT-2) draws from torch's global generator
+    model = load()
+    seen, hook = adamw_tokens(model)
+    started = time.perf_counter()
+    losses, row, dp_seconds, dp_tokens = _train(
+        model,
+        plan,
+        original,
+        pad_id=pad_id,
+        seed=run_seed,
+        adamw=adamw,
+        private=private,
+        schedule=schedule,
+    )
+    seconds = time.perf_counter() - started
+    hook.remove()
+    row |= {"steps": len(losses), "tokens": seen[0] + dp_tokens, "final_loss": last_finite(losses)}
+    state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+    timing = {
+        "wall_s": seconds,
+        "dp_wall_s": dp_seconds,
+        "adamw_tokens": seen[0],
+        "dp_tokens": dp_tokens,
+    }
+    return {"state": state, "row": row, "losses": losses, "timing": timing}

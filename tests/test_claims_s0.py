@@ -1,0 +1,113 @@
+"""privleak.claims.s0 on hand-built frames: each estimator's effect is the statistic its
+catalogue entry names, computed by hand here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s0
+from privleak.claims.registry import NONE, bootstrapper, claim
+
+BOOT = bootstrapper(
+    {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 3, "method": "percentile"}
+)
+
+
+def lam_frame(slopes: list[float]) -> pd.DataFrame:
+    """One model, one context per slope: τ = slope · λ at λ = 0, 1, 2."""
+    rows = [
+        {"model": "m", "context": f"c{i}", "lam": lam, "tau": slope * lam}
+        for i, slope in enumerate(slopes)
+        for lam in (0.0, 1.0, 2.0)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("slopes", "verdict"),
+    [
+        ([1.0, 1.2, 0.8, 1.1, 0.9, 1.0], REPRODUCED),
+        ([-1.0, -1.2, -0.8, -1.1, -0.9, -1.0], CONTRADICTED),
+        ([1.0, -1.0, 0.5, -0.5, 0.2, -0.2], INCONCLUSIVE),
+    ],
+)
+def test_lambda_influence_is_the_mean_slope_over_contexts(slopes, verdict):
+    estimate = s0.trend_estimate(lam_frame(slopes), "lam", "tau", BOOT)
+    assert estimate.effect == pytest.approx(np.mean(slopes))
+    assert estimate.units == len(slopes)
+    assert claim(s0.Finding("s0.lambda.influence", estimate)).verdict == verdict
+
+
+def test_pair_estimate_is_the_paired_mean_difference_and_none_without_a_setting():
+    frame = lam_frame([1.0, 2.0, 3.0])
+    # τ(λ=2) - τ(λ=0) = 2 · slope: mean 4
+    assert s0.pair_estimate(frame, "lam", "tau", 0.0, 2.0, BOOT).effect == pytest.approx(4.0)
+    assert s0.pair_estimate(frame, "lam", "tau", 0.0, 5.0, BOOT) is NONE
+
+
+def test_model_pair_averages_each_context_over_lambda_first():
+    frame = pd.DataFrame(
+        {
+            "context": ["a", "a", "a", "b", "b", "b"],
+            "model": ["base", "base", "tuned", "base", "tuned", "tuned"],
+            "tau": [1.0, 3.0, 1.0, 2.0, 0.0, 2.0],
+        }
+    )
+    # a: tuned 1 - base 2 = -1; b: tuned 1 - base 2 = -1
+    assert s0.model_pair(frame, "tau", "base", "tuned", BOOT).effect == pytest.approx(-1.0)
+    assert s0.model_pair(frame, "tau", "base", "other", BOOT) is NONE
+
+
+def test_first_tokens_gap_skips_short_responses():
+    long = list(range(12))  # first 10 mean 4.5, the rest mean 10.5
+    frame = pd.DataFrame(
+        {"model": ["m", "m"], "context": ["a", "b"], "lam": [1.0, 1.0],
+         "tau_tokens": [long, list(range(10))]}
+    )  # fmt: skip
+    gaps = s0.first_tokens_gap(frame)
+    assert gaps.to_dict() == {("m", "a", 1.0): pytest.approx(-6.0)}
+
+
+def test_peak_by_n_spearman_ranks_the_peaks_of_the_mean_curves():
+    # n = 1 peaks at 0.5, n = 2 at 0.9, n = 4 at 0.7: Spearman of (1, 2, 4) with (0.5, 0.9, 0.7)
+    rows = np.array([[1, 0, 0.5], [1, 1, 0.1], [2, 0, 0.9], [2, 1, 0.2], [4, 0, 0.3], [4, 1, 0.7]])
+    assert s0.peak_by_n_spearman(rows) == pytest.approx(0.5)
+
+
+def test_bounded_slack_is_negative_exactly_where_the_bound_breaks():
+    bounded = pd.DataFrame(
+        {"eps": [1.0, 1.0], "max_tau_ngram_token": [0.5, 1.5], "max_tau_whole_token": [0.2, 0.2]}
+    )
+    slack = s0.bounded_slack(bounded)
+    assert slack == pytest.approx([0.50001, -0.49999, 0.30001, 0.30001])
+    assert (
+        claim(s0.Finding("s0.bounded_cid.within_eps", s0.worst_case(slack, "checks"))).verdict
+        == CONTRADICTED
+    )
+
+
+def test_corpus_contrast_and_missing_pair_findings():
+    main = pd.DataFrame(
+        {
+            "corpus": ["cnn_dm"] * 4 + ["pubmedqa"] * 4,
+            "context": ["c1", "c2", "c3", "c4", "p1", "p2", "p3", "p4"],
+            "model": ["m"] * 8,
+            "tau": [2.0, 2.2, 1.8, 2.0, 1.0, 1.1, 0.9, 1.0],
+            "repeat": [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0],
+            "rouge": [0.0] * 8,
+        }
+    )
+    text = main.assign(source="generate")
+    found = {
+        f.spec + str(dict(f.fields)): f for f in s0.knowledge_findings(text, main, BOOT, "one run")
+    }
+    tau = next(f for f in found.values() if f.fields.get("value") == "tau")
+    assert tau.estimate.effect == pytest.approx(1.0)
+    repeat = next(f for f in found.values() if f.fields.get("value") == "repeat")
+    assert repeat.estimate.effect == pytest.approx(0.5)
+    pair = next(f for f in found.values() if f.spec == "s0.opt_vs_neo.influence")
+    assert pair.estimate is NONE and "OPT-1.3B" in pair.missing
+    tuned = next(f for f in found.values() if f.spec == "s0.known_context.influence")
+    assert tuned.missing.startswith("s0_finetune responses")

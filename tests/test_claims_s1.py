@@ -1,0 +1,100 @@
+"""privleak.claims.s1 on hand-built frames: the statistics behind S1's claims and the design's
+rule for training runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s1
+from privleak.claims.registry import bootstrapper, claim
+
+BOOT = bootstrapper(
+    {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 3, "method": "percentile"}
+)
+
+
+def esp_frame(runs: int, greedy: list[float], sampling: list[float]) -> pd.DataFrame:
+    """ESP rows of one family kind on models small/large (rank 0/1), one row per run, sequence,
+    decoder, at one prefix length; the large model's log ESPs are given."""
+    rows = []
+    for run in range(runs):
+        for seq, (g, s) in enumerate(zip(greedy, sampling, strict=True)):
+            for model, rank in (("small", 0), ("large", 1)):
+                for decoder, value in (("greedy", g), ("sampling", s)):
+                    rows.append(
+                        {"run": run, "seq_id": seq, "kind": "named_entity", "model": model,
+                         "model_rank": rank, "decoder": decoder, "prefix_len": 8,
+                         "log_esp": value, "duplicates": seq + 1}
+                    )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_design_crosses_runs_only_on_the_family_with_enough_of_them():
+    esp = esp_frame(3, [0.0], [-1.0])
+    crossed = s1.design(esp, True, 3, "rule")
+    assert crossed.crossed and crossed.largest == "large" and crossed.smallest == "small"
+    assert crossed.units("named_entity") == "sequences x 3 training runs, large"
+    assert crossed.one_run("named_entity") == ""
+    few = s1.design(esp, True, 6, "rule")
+    assert not few.crossed and few.one_run("named_entity") == "rule; the artifacts hold 3"
+    assert few.units("named_entity", model="") == "sequences (named_entity)"
+    assert s1.design(esp, False, 3, "rule").one_run("named_entity") == ""
+
+
+def test_greedy_margin_and_best_random_margin():
+    rows = np.array([[1.0, 0.2, 0.5], [0.0, 0.4, 0.1]])
+    # greedy rate 0.5; mean ESPs 0.3 and 0.3: smallest margin 0.2
+    assert s1.greedy_margin(rows) == pytest.approx(0.2)
+    flags = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    # best decoder leaks 1.0, greedy 0.5
+    assert s1.best_random_margin(flags) == pytest.approx(0.5)
+
+
+def test_log_ratio_contrast_of_last_over_first_token_probability():
+    rows = np.array([[1, 0.1, 1.0], [1, 0.1, 1.0], [0, 0.5, 0.5], [0, 0.5, 0.5]])
+    assert s1.log_ratio_contrast(rows) == pytest.approx(math.log(10.0))
+
+
+@pytest.mark.parametrize(
+    ("greedy", "sampling", "verdict"),
+    [
+        ([0.0] + [-5.0] * 7, [-9.0] + [0.0] * 7, REPRODUCED),  # greedy 1 of 8, sampling 7
+        ([-5.0] + [0.0] * 7, [0.0] + [-9.0] * 7, CONTRADICTED),  # greedy 7 of 8, sampling 1
+        ([0.0, -5.0] * 4, [0.0, -5.0] * 4, INCONCLUSIVE),  # the same sequences leak
+    ],
+)
+def test_random_beats_greedy_at_20_samples(greedy, sampling, verdict):
+    esp = esp_frame(1, greedy, sampling)
+    d = s1.design(esp, False, 3, "rule")
+    found = [f for f in s1.decoder_findings(esp, d, BOOT) if "x20" in f.spec]
+    assert len(found) == 1 and found[0].fields["decoder_slug"] == "sampling"
+    hits = (np.array(sampling) >= -math.log(20)).mean() - (np.array(greedy) >= 0).mean()
+    assert found[0].estimate.effect == pytest.approx(hits)
+    assert claim(found[0]).verdict == verdict
+
+
+def test_duplication_spearman_on_the_largest_model():
+    esp = esp_frame(1, [0.0] * 6, [-6.0, -5.0, -4.0, -3.0, -2.0, -1.0])
+    d = s1.design(esp, False, 3, "rule")
+    dup = next(f for f in s1.model_size_findings(esp, d, BOOT) if f.spec.startswith("s0."))
+    assert dup.estimate.effect == pytest.approx(1.0) and claim(dup).verdict == REPRODUCED
+
+
+def test_trailing_share_and_its_null():
+    leaves = pd.DataFrame(
+        {"decoder": ["top-k 5"] * 3, "n": [1, 1, 1], "seq_id": [0, 0, 1],
+         "log_p": [-1.0, -2.0, -1.0], "truth": [[1, 2, 3, 4]] * 3,
+         "positions": [[4], [1], [2]]}
+    )  # fmt: skip
+    trailing, m = s1.trailing_share(leaves, 1)
+    assert m == 4 and list(trailing) == [1.0, 0.0]  # sequence 0's best leaf is its last token
+
+
+def test_isp_slack_flags_an_exact_value_outside_the_bound():
+    exact = pd.DataFrame({"exact": [0.5, 0.9], "approx": [0.4, 0.4], "bound": [0.2, 0.2]})
+    slack = s1.isp_slack(exact)
+    assert (slack[:2] > 0).all() and slack[3] < 0 < slack[2]

@@ -1,0 +1,86 @@
+"""privleak.claims.s2 and s4 on hand-built frames: paired per-prompt contrasts, the sweeps'
+trends and DP-RAG's frequency and censoring statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s2, s4
+from privleak.claims.registry import bootstrapper, claim
+
+BOOT = bootstrapper(
+    {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 3, "method": "percentile"}
+)
+
+
+def outcomes(defense_values: dict[str, list[float]], value: str = "repeat") -> pd.DataFrame:
+    rows = [
+        {"prompt_id": i, "defense": defense, "corpus": "enron", "family": "table", value: v}
+        for defense, values in defense_values.items()
+        for i, v in enumerate(values)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_prompt_differences_pair_by_prompt():
+    frame = outcomes({"extraction": [1.0, 1.0, 0.0], "pad": [0.0, 1.0, 0.0]})
+    assert list(s2.prompt_differences(frame, "extraction", "pad", "repeat")) == [-1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("pad", "verdict"),
+    [
+        ([0.0] * 9 + [1.0], REPRODUCED),  # PAD leaks on 1 of 10 prompts, Extraction on 9
+        ([1.0] * 10, CONTRADICTED),
+        ([1.0] * 8 + [0.0] * 2, INCONCLUSIVE),
+    ],
+)
+def test_pad_leaks_less_than_extraction(pad, verdict):
+    frame = outcomes(
+        {d: [1.0] * 9 + [0.0] for d in ("extraction", "summ", "dist", "static")} | {"pad": pad}
+    ).assign(rouge=0.0, nll_per_token=1.0)
+    found = {
+        f.spec.format(**f.fields) if "{" in f.spec else f.spec: f
+        for f in s2.table_findings(frame, BOOT)
+    }
+    leak = found["s2.pad_leaks_less_than_extraction.repeat.enron"]
+    assert leak.estimate.effect == pytest.approx(np.mean(pad) - 0.9)
+    assert claim(leak).verdict == verdict
+
+
+def test_sweep_matrix_puts_pads_own_rows_at_the_default_point():
+    sweep = pd.DataFrame(
+        {"prompt_id": [0, 0, 1, 1], "defense": ["amp", "pad", "amp", "pad"],
+         "family": ["amplification", "table", "amplification", "table"],
+         "value": [10.0, np.nan, 10.0, np.nan], "repeat": [0.0, 1.0, 0.0, 1.0]}
+    )  # fmt: skip
+    matrix = s2.sweep_matrix(sweep, "amplification", "repeat", 5.0)
+    assert list(matrix.columns) == [5.0, 10.0] and matrix[5.0].tolist() == [1.0, 1.0]
+
+
+def test_diminishing_gains_need_all_three_points():
+    amplified = pd.DataFrame({1.0: [1.0, 1.0], 5.0: [0.0, 1.0], 10.0: [0.0, 0.0]})
+    # prompt 0: (1 - 0) - (0 - 0) = 1; prompt 1: (1 - 1) - (1 - 0) = -1
+    assert list(s2.diminishing_gains(amplified)) == [1.0, -1.0]
+    assert s2.diminishing_gains(amplified.drop(columns=10.0)).size == 0
+
+
+def test_s4_accuracy_spearman_per_epsilon_and_censoring():
+    responses = pd.DataFrame(
+        {"kind": ["disease"] * 6, "decoder": ["dp_rag"] * 6, "epsilon": [5.0] * 6,
+         "frequency": [1, 2, 3, 4, 5, 6], "correct": [0, 0, 0, 1, 1, 1]}
+    )  # fmt: skip
+    planted = pd.DataFrame(
+        {"decoder": ["rag", "rag", "dp_rag", "dp_rag", "dp_rag", "dp_rag"],
+         "epsilon": [np.nan, np.nan, 5.0, 5.0, 20.0, 20.0], "question_id": [0, 1, 0, 1, 0, 1],
+         "log_prob": [-1.0, -2.0, -4.0, -6.0, -1.0, -2.0]}
+    )  # fmt: skip
+    found = s4.findings({"responses": responses, "planted": planted}, BOOT)
+    accuracy, censor = found
+    assert accuracy.fields == {"epsilon": 5.0}
+    assert accuracy.estimate.effect == pytest.approx(np.sqrt(0.75))  # Spearman with ties
+    differences, epsilon = s4.censoring(planted)
+    assert epsilon == 5.0 and list(differences) == [-3.0, -4.0]
+    assert censor.estimate.effect == pytest.approx(-3.5)
