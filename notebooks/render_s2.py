@@ -159,34 +159,48 @@ def sweep_points(family: str) -> pd.DataFrame:
     return pd.concat([points, default]).sort_values(["value", "prompt_id"])
 
 
-def sweep_figure(family: str, label: str, figure: str, log_x: bool) -> pd.DataFrame:
-    points = sweep_points(family)
+def prompt_counts(points: pd.DataFrame) -> pd.DataFrame:
+    """Long table of Repeat and ROUGE Prompts counts (mean outcome x prompts) per sweep value."""
     counts = points.assign(repeat=points["repeat"] * n_prompts, rouge=points["rouge"] * n_prompts)
     long = counts.melt(["value", "prompt_id"], ["repeat", "rouge"], var_name="metric",
                        value_name="prompts")  # fmt: skip
     long["metric"] = long["metric"].map({"repeat": "Repeat Prompts", "rouge": "ROUGE Prompts"})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
-    sns.lineplot(long, x="value", y="prompts", hue="metric", marker="o", ax=left, **BOOTSTRAP)
+    return long
+
+
+def leakage_panel(ax, points: pd.DataFrame) -> None:
+    sns.lineplot(prompt_counts(points), x="value", y="prompts", hue="metric", marker="o", ax=ax,
+                 **BOOTSTRAP)  # fmt: skip
     # Apart along x: the two Extraction lines coincide when the counts are equal.
     for value, metric, x in ((extraction["repeat_prompts"], "Repeat", 0.01),
                              (extraction["rouge_prompts"], "ROUGE", 0.55)):  # fmt: skip
-        left.axhline(value, linestyle="--", linewidth=1, color="grey")
-        left.annotate(f"Extraction {metric}", (x, value), xycoords=("axes fraction", "data"),
-                      fontsize=7, color="grey", va="bottom")  # fmt: skip
+        ax.axhline(value, linestyle="--", linewidth=1, color="grey")
+        ax.annotate(f"Extraction {metric}", (x, value), xycoords=("axes fraction", "data"),
+                    fontsize=7, color="grey", va="bottom")  # fmt: skip
+    ax.set(ylabel=f"prompts (of {n_prompts})", title="Privacy protection")
+
+
+def utility_panel(ax, points: pd.DataFrame) -> None:
     nll = points.groupby("value")[["nll", "tokens"]].sum()
-    right.plot(nll.index, np.exp(nll["nll"] / nll["tokens"]), marker="o")
-    right.axhline(extraction["ppl"], linestyle="--", color="grey", linewidth=1)
-    for ax in (left, right):
+    ax.plot(nll.index, np.exp(nll["nll"] / nll["tokens"]), marker="o")
+    ax.axhline(extraction["ppl"], linestyle="--", color="grey", linewidth=1)
+    ax.set(ylabel="PPL (dashed: Extraction)", title="Utility")
+
+
+def sweep_figure(family: str, label: str, figure: str, log_x: bool) -> pd.DataFrame:
+    points, name = sweep_points(family), f"s2_{figure.lower().replace('. ', '')}"
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4))
+    leakage_panel(axes[0], points)
+    utility_panel(axes[1], points)
+    for ax in axes:
         ax.set_xlabel(label)
         if log_x:
             ax.set_xscale("log")
-    left.set(ylabel=f"prompts (of {n_prompts})", title="Privacy protection")
-    right.set(ylabel="PPL (dashed: Extraction)", title="Utility")
     fig.suptitle(f"S2 {figure}: PAD vs {label} on {sweep_corpus}")
-    outside_legend(fig, left, below=True)
-    save_figure(fig, FIG / f"s2_{figure.lower().replace('. ', '')}", FORMATS)
+    outside_legend(fig, axes[0], below=True)
+    save_figure(fig, FIG / name, FORMATS)
     table = points.groupby("value")[list(units.columns)].apply(summarize)
-    save_table(table.reset_index(names=family), FIG / f"s2_{figure.lower().replace('. ', '')}_data")
+    save_table(table.reset_index(names=family), FIG / f"{name}_data")
     return table
 
 

@@ -194,7 +194,8 @@ responses.groupby(["corpus", "family"]).size()
 started = time.perf_counter()
 esp_rows = []
 for corpus in corpora:
-    defenses = {k: v[2] for k, v in noise_defenses(corpus).items() if v[0] == "table"}
+    table = noise_defenses(pad_settings, static_sigma, sweep=False)
+    defenses = {k: v[2] for k, v in table.items() if v[0] == "table"}
     asked = prompts[prompts["corpus"] == corpus].head(esp["prompts"])
     planted = secrets[secrets["corpus"] == corpus]
     if planted.empty:  # a corpus without planted ground truth (hf:, file:) has no secret to score

@@ -111,3 +111,47 @@ def test_corpus_contrast_and_missing_pair_findings():
     assert pair.estimate is NONE and "OPT-1.3B" in pair.missing
     tuned = next(f for f in found.values() if f.spec == "s0.known_context.influence")
     assert tuned.missing.startswith("s0_finetune responses")
+
+
+def sweep_frame() -> pd.DataFrame:
+    """Two contexts; faithfulness 0.5 below T = 0.4, 0.9 at T = 0.7; λ in {1, 1.5}."""
+    rows = []
+    for context in ("a", "b", "c"):
+        for t, faith in ((0.2, 0.5), (0.7, 0.9)):
+            for lam in (1.0, 1.5):
+                rows.append({"model": "m", "context": context, "temperature": t, "lam": lam,
+                             "faithfulness": faith, "tau": lam / t, "rouge_l_f1": 0.3})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_temperature_findings_compare_cold_and_warm_and_keep_the_proxy_note():
+    sweep = sweep_frame()
+    found = {f.spec: f for f in s0.temperature_findings(sweep[sweep["lam"] == 1.0], BOOT, "proxy")}
+    below = found["s0.temperature.faithfulness_below_0.4"]
+    assert below.estimate.effect == pytest.approx(-0.4) and below.note == "proxy"
+    assert found["s0.temperature.influence"].estimate.effect < 0  # τ = 1 / T falls with T
+
+
+def test_lambda_findings_say_which_lambdas_are_missing():
+    sweep = sweep_frame()
+    main = sweep[sweep["temperature"] == 0.7].assign(repeat=0.0, rouge=0.0)
+    found = {f.spec: f for f in s0.lambda_findings(main, main, BOOT, "")}
+    assert found["s0.lambda.utility_at_low_lambda"].missing == "λ = 0.5 and λ = 1 in s0.lams"
+    assert found["s0.lambda.similarity_above_1.25"].estimate.effect == pytest.approx(0.0)
+    assert found["s0.lambda.influence"].estimate.effect == pytest.approx(0.5 / 0.7 / 0.5)
+
+
+def test_one_ngram_size_cannot_test_the_peak_claim():
+    ngram = pd.DataFrame({"example": ["a", "a"], "n": [2, 2], "i": [0, 1], "tau": [0.5, 0.1]})
+    family_grams = ngram.assign(size="s")
+    generations = pd.DataFrame(
+        {"experiment": ["main"], "lam": [1.0], "tau_tokens": [[0.1, 0.2]], "pmi": [[0.3, 0.1]],
+         "context": ["a"]}
+    )  # fmt: skip
+    bounded = pd.DataFrame(
+        {"eps": [1.0], "max_tau_ngram_token": [0.1], "max_tau_whole_token": [0.1]}
+    )
+    found = {f.spec: f for f in s0.ngram_findings(ngram, family_grams, generations, bounded, BOOT)}
+    assert found["s0.ngram.peak_grows_with_n"].estimate is NONE
+    assert found["s0.ngram.peak_grows_with_n"].missing == ">= 2 values in s0.ngram.ns"
+    assert found["s0.ngram.earlier_ngrams_peak_every_size"].fields == {"n": 2}

@@ -98,3 +98,38 @@ def test_isp_slack_flags_an_exact_value_outside_the_bound():
     exact = pd.DataFrame({"exact": [0.5, 0.9], "approx": [0.4, 0.4], "bound": [0.2, 0.2]})
     slack = s1.isp_slack(exact)
     assert (slack[:2] > 0).all() and slack[3] < 0 < slack[2]
+
+
+def test_prefix_findings_compare_the_longest_and_shortest_prefix():
+    short = esp_frame(1, [0.0] * 4, [-3.0, -2.0, -1.0, -0.5]).assign(prefix_len=4)
+    full = esp_frame(1, [0.0] * 4, [-1.0, -1.0, -1.0, -1.0])
+    esp = pd.concat([short, full])
+    d = s1.design(esp, False, 3, "rule")
+    found = {f.spec: f for f in s1.prefix_findings(esp, d, BOOT)}
+    longer = found["s1.longer_prefix_on_average.{kind}"]
+    expected = np.mean(np.exp([-1.0] * 4) - np.exp([-3.0, -2.0, -1.0, -0.5]))
+    assert longer.estimate.effect == pytest.approx(expected)
+    assert (longer.fields["longest"], longer.fields["shortest"]) == (8, 4)
+    # only the sequence at -0.5 is easier with the shorter prefix
+    assert found["s1.some_easier_with_shorter_prefix.{kind}"].estimate.effect == pytest.approx(0.25)
+
+
+def test_partial_findings_share_of_entities_easier_with_mismatches():
+    isp = pd.DataFrame(
+        {"seq_id": [0, 1, 2, 3] * 2, "decoder": ["top-k 5"] * 8, "n": [1] * 4 + [2] * 4,
+         "log_esp": [math.log(0.1)] * 8, "approx": [0.2, 0.0, 0.0, 0.0, 0.2, 0.2, 0.0, 0.0]}
+    )  # fmt: skip
+    leaves = pd.DataFrame(columns=["decoder", "n", "seq_id", "log_p", "truth", "positions"])
+    exact = pd.DataFrame(columns=["exact", "approx", "bound"])
+    esp = esp_frame(1, [0.0], [-1.0])
+    frames = {"isp": isp, "leaves": leaves, "exact": exact}
+    found = {
+        str(f.fields.get("n")) + f.spec: f
+        for f in s1.partial_findings(frames, s1.design(esp, True, 3, "rule"), BOOT)
+    }
+    assert found["1s1.partial_not_easier_topk5.n{n}"].estimate.effect == pytest.approx(0.25)
+    assert found["2s1.partial_not_easier_topk5.n{n}"].estimate.effect == pytest.approx(0.5)
+    more = found["Nones1.partial_more_mismatches_easier"]
+    assert more.estimate.effect == pytest.approx(0.25)
+    assert more.missing.startswith("rule; the artifacts hold one training run")
+    assert found["Nones1.isp_bound_holds"].missing.startswith("exact 1-ISP rows")

@@ -30,23 +30,20 @@ def test_prompt_differences_pair_by_prompt():
 
 
 @pytest.mark.parametrize(
-    ("pad", "verdict"),
+    ("base", "pad", "verdict"),
     [
-        ([0.0] * 9 + [1.0], REPRODUCED),  # PAD leaks on 1 of 10 prompts, Extraction on 9
-        ([1.0] * 10, CONTRADICTED),
-        ([1.0] * 8 + [0.0] * 2, INCONCLUSIVE),
+        ([1.0] * 9 + [0.0], [0.0] * 9 + [1.0], REPRODUCED),  # PAD leaks on 1 of 10, base on 9
+        ([0.0] * 9 + [1.0], [1.0] * 9 + [0.0], CONTRADICTED),
+        ([1.0, 0.0] * 5, [0.0, 1.0] * 5, INCONCLUSIVE),  # as many prompts either way
     ],
 )
-def test_pad_leaks_less_than_extraction(pad, verdict):
+def test_pad_leaks_less_than_extraction(base, pad, verdict):
     frame = outcomes(
-        {d: [1.0] * 9 + [0.0] for d in ("extraction", "summ", "dist", "static")} | {"pad": pad}
+        {d: base for d in ("extraction", "summ", "dist", "static")} | {"pad": pad}
     ).assign(rouge=0.0, nll_per_token=1.0)
-    found = {
-        f.spec.format(**f.fields) if "{" in f.spec else f.spec: f
-        for f in s2.table_findings(frame, BOOT)
-    }
+    found = {f.spec.format(**f.fields): f for f in s2.table_findings(frame, BOOT)}
     leak = found["s2.pad_leaks_less_than_extraction.repeat.enron"]
-    assert leak.estimate.effect == pytest.approx(np.mean(pad) - 0.9)
+    assert leak.estimate.effect == pytest.approx(np.mean(pad) - np.mean(base))
     assert claim(leak).verdict == verdict
 
 
@@ -80,7 +77,33 @@ def test_s4_accuracy_spearman_per_epsilon_and_censoring():
     found = s4.findings({"responses": responses, "planted": planted}, BOOT)
     accuracy, censor = found
     assert accuracy.fields == {"epsilon": 5.0}
-    assert accuracy.estimate.effect == pytest.approx(np.sqrt(0.75))  # Spearman with ties
+    assert accuracy.estimate.effect == pytest.approx(np.sqrt(13.5 / 17.5))  # ranks with ties
     differences, epsilon = s4.censoring(planted)
     assert epsilon == 5.0 and list(differences) == [-3.0, -4.0]
     assert censor.estimate.effect == pytest.approx(-3.5)
+
+
+def test_per_token_cost_change_skips_short_responses_and_divides_by_length():
+    long = {"sigma": [1.0] * 8, "sensitivity": [1.0] * 8, "protected": [1.0] * 8}
+    short = {"sigma": [1.0] * 3, "sensitivity": [1.0] * 3, "protected": [1.0] * 3}
+    change = s2.per_token_cost_change(pd.DataFrame([long, short]), 10.0, 1e-5, [4, 8])
+    cost = [
+        s2.response_budget([1.0] * n, [1.0] * n, np.ones(n, bool), 10.0, 1e-5).epsilon_relaxed / n
+        for n in (4, 8)
+    ]
+    assert change == pytest.approx([cost[1] - cost[0]])
+
+
+def test_sweep_findings_cover_both_ablations_and_the_sweeps():
+    sweep = pd.concat(
+        [
+            outcomes({"pad": [0.0, 0.0, 1.0], "no_sens": [1.0, 0.0, 1.0], "no_calib": [0.0] * 3}),
+            outcomes({"amp": [1.0, 1.0, 1.0]}).assign(family="amplification", value=1.0),
+            outcomes({"eps": [1.0, 1.0, 1.0]}).assign(family="epsilon", value=10.0),
+        ]
+    ).assign(rouge=0.0, nll_per_token=1.0)
+    found = list(s2.sweep_findings(sweep, "enron", {"amplification": 5.0, "epsilon": 1.0}, BOOT))
+    by_id = {f.spec.format(**f.fields): f for f in found}
+    assert by_id["s2.no_sens_leaks_more.repeat"].estimate.effect == pytest.approx(1 / 3)
+    assert by_id["s2.amplification_diminishing_returns.repeat"].missing.startswith("λ_amp = 1, 5")
+    assert {"s2.epsilon_raises_leakage.rouge", "s2.epsilon_lowers_perplexity"} <= set(by_id)

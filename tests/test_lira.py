@@ -326,3 +326,23 @@ def test_privacy_table_compares_target_and_reference_leak_rates():
     assert table["B"]["ratio"] == point.ratio == pytest.approx(1.5)
     assert (table["B"]["target_rate"], table["B"]["reference_rate"]) == (0.5, pytest.approx(1 / 3))
     assert list(table["B"]) == ["ratio", "low", "high", "target_rate", "reference_rate"]
+
+
+def test_prompt_successes_count_one_pick_per_prompt_and_the_nonempty_samples():
+    # Prompt a: sample 0 scores 4 (reference 2 / self 0.5) and is flagged, so the pick succeeds;
+    # prompt b: its best sample (score 3) is not flagged, and its empty sample is not counted.
+    drawn = pd.DataFrame(
+        {
+            "prompt_id": ["a", "a", "b", "b", "b"],
+            "empty": [False, False, False, False, True],
+            "nll_self": [0.5, 1.0, 1.0, 1.0, np.nan],
+            "nll_without_X": [2.0, 1.0, 3.0, 1.0, np.nan],
+            "leak_keyword_X": [True, False, False, True, False],
+        },
+        index=[10, 11, 12, 13, 14],  # a caller's subset keeps its frame's index
+    )
+    table = lira.prompt_successes(drawn, "keyword", ["X"])
+    assert table.to_dict("index") == {
+        "a": {"successes": 1, "nonempty": 2},
+        "b": {"successes": 0, "nonempty": 2},
+    }

@@ -335,7 +335,7 @@ def _lm_names(root: Path) -> list[str]:
 def test_every_stage_writes_its_declared_outputs(paper_root):
     env_root = {"PRIVLEAK_ROOT": str(paper_root)}
     code = (
-        "from privleak import params; import json; "
+        "from privleak.pipeline import params; import json; "
         f"print(json.dumps({{s: [str(p) for p in params.stage_outputs(s)] for s in {STAGES}}}))"
     )
     done = subprocess.run(

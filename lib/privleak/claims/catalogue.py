@@ -20,6 +20,22 @@ S4 = "S4 (Grislain)"
 # The classifier policy of S3 is not the paper's RoBERTa: every claim on it says so.
 S3_STAND_IN = "the classifier policy is a MiniLM + logistic-regression stand-in for RoBERTa"
 
+# Sentences that two kinds of claim test.
+S0_REGURGITATION = "both Repeat Prompts and Rouge Prompts are larger for GPT-Neo 1.3B than OPT 1.3B"
+S1_ON_AVERAGE = "on average, larger models and longer prefixes can extract more data"
+S2_EPSILON = (
+    "The ε parameter governs the formal privacy guarantee, with lower values providing stronger "
+    "protection at the expense of utility."
+)
+S3_BELOW_ONLY = (
+    "For RoBERTa, all but Private and Public have LiRa success rate lower than the {domain} "
+    "Only baseline."
+)
+S3_PERPLEXITY = (
+    "While having comparable domain privacy, JFT has better perplexity and Redaction Schedule "
+    "has worse perplexity compared to Pub+Redacted."
+)
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -228,7 +244,7 @@ SPECS = (
     Spec(
         id="s0.known_context.{flag}_prompts",
         paper=S0,
-        quote="both Repeat Prompts and Rouge Prompts are larger for GPT-Neo 1.3B than OPT 1.3B",
+        quote=S0_REGURGITATION,
         where="§4.2, Table 2",
         effect="share of {name} of the fine-tuned model minus the base model's, on the seen "
         "contexts (paired difference of proportions, mean over λ)",
@@ -247,7 +263,7 @@ SPECS = (
     Spec(
         id="s0.opt_vs_neo.rouge_prompts",
         paper=S0,
-        quote="both Repeat Prompts and Rouge Prompts are larger for GPT-Neo 1.3B than OPT 1.3B",
+        quote=S0_REGURGITATION,
         where="§4.2, Table 2",
         effect="share of Rouge Prompts of GPT-Neo-1.3B minus OPT-1.3B on PubMedQA contexts "
         "(paired difference of proportions)",
@@ -323,7 +339,7 @@ SPECS = (
     Spec(
         id="s1.longer_prefix_on_average.{kind}",
         paper=S1,
-        quote="on average, larger models and longer prefixes can extract more data",
+        quote=S1_ON_AVERAGE,
         where="Abstract; §5.5",
         effect="mean ESP (regular sampling) with a {longest}-token prefix minus a "
         "{shortest}-token prefix (paired)",
@@ -344,7 +360,7 @@ SPECS = (
     Spec(
         id="s1.larger_model_on_average.{kind}",
         paper=S1,
-        quote="on average, larger models and longer prefixes can extract more data",
+        quote=S1_ON_AVERAGE,
         where="Abstract; §5.4",
         effect="mean ESP (regular sampling, full prefix) of {largest} minus {smallest} (paired)",
         direction="+",
@@ -539,8 +555,7 @@ SPECS = (
     Spec(
         id="s2.epsilon_raises_leakage.{outcome}",
         paper=S2,
-        quote="The ε parameter governs the formal privacy guarantee, with lower values providing "
-        "stronger protection at the expense of utility.",
+        quote=S2_EPSILON,
         where="§4.4, Fig. 5",
         effect="mean over prompts of the Spearman correlation of the {label} outcome with ε "
         "({sweep_corpus})",
@@ -550,8 +565,7 @@ SPECS = (
     Spec(
         id="s2.epsilon_lowers_perplexity",
         paper=S2,
-        quote="The ε parameter governs the formal privacy guarantee, with lower values providing "
-        "stronger protection at the expense of utility.",
+        quote=S2_EPSILON,
         where="§4.4, Fig. 5",
         effect="mean over prompts of the Spearman correlation of per-token NLL with ε "
         "({sweep_corpus})",
@@ -585,8 +599,7 @@ SPECS = (
     Spec(
         id="s3.not_below_{only_slug}.{target_slug}",
         paper=S3,
-        quote="For RoBERTa, all but Private and Public have LiRa success rate lower than the "
-        "{domain} Only baseline.",
+        quote=S3_BELOW_ONLY,
         where="Results, Fig. 1 (classifier policy: the RoBERTa stand-in)",
         effect="LiRa success rate of {target} minus {only}'s, classifier policy (paired per "
         "prompt)",
@@ -598,8 +611,7 @@ SPECS = (
     Spec(
         id="s3.below_{only_slug}.{target_slug}",
         paper=S3,
-        quote="For RoBERTa, all but Private and Public have LiRa success rate lower than the "
-        "{domain} Only baseline.",
+        quote=S3_BELOW_ONLY,
         where="Results, Fig. 1 (classifier policy: the RoBERTa stand-in)",
         effect="LiRa success rate of {target} minus {only}'s, classifier policy (paired per "
         "prompt)",
@@ -632,8 +644,7 @@ SPECS = (
     Spec(
         id="s3.jft_better_perplexity_than_pub_redacted.{policy}",
         paper=S3,
-        quote="While having comparable domain privacy, JFT has better perplexity and Redaction "
-        "Schedule has worse perplexity compared to Pub+Redacted.",
+        quote=S3_PERPLEXITY,
         where="Results, Fig. 1",
         effect="log test perplexity of JFT minus Pub+Redacted's, {policy} policy (token-weighted "
         "mean NLL, paired per held-out dialog)",
@@ -644,8 +655,7 @@ SPECS = (
     Spec(
         id="s3.redaction_schedule_worse_perplexity_than_pub_redacted.{policy}",
         paper=S3,
-        quote="While having comparable domain privacy, JFT has better perplexity and Redaction "
-        "Schedule has worse perplexity compared to Pub+Redacted.",
+        quote=S3_PERPLEXITY,
         where="Results, Fig. 1",
         effect="log test perplexity of Redaction Schedule minus Pub+Redacted's, {policy} policy "
         "(token-weighted mean NLL, paired per held-out dialog)",

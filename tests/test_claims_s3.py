@@ -1,0 +1,100 @@
+"""privleak.claims.s3 on hand-built frames: the targets' models per run and policy, paired rate
+contrasts over prompts, and the training-runs rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s3
+from privleak.claims.registry import NONE, bootstrapper, claim
+
+BOOT = bootstrapper(
+    {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
+)
+LOG = pd.DataFrame(
+    {
+        "target": ["Public", "Public", "JFT", "JFT", "JFT", "JFT"],
+        "policy": [None, None, "keyword", "classifier", "keyword", "classifier"],
+        "run": [0, 1, 0, 0, 1, 1],
+        "model": ["pub0", "pub1", "jftk0", "jftc0", "jftk1", "jftc1"],
+    }
+)
+
+
+def test_a_target_has_one_model_per_run_and_policy():
+    t = s3.targets(LOG, min_units=2)
+    assert t.crossed and t.used == (0, 1)
+    assert t.model("Public", "keyword", 1) == "pub1"  # trained once for both policies
+    assert t.model("JFT", "classifier", 1) == "jftc1"  # each policy's own redacted model
+    assert t.model("Private", "keyword") == ""
+    assert s3.targets(LOG, min_units=3).used == (0,)
+
+
+def test_ratio_difference_pools_counts_before_dividing():
+    rows = np.array([[1, 4, 3, 4], [0, 6, 1, 6]])
+    assert s3.ratio_difference(rows) == pytest.approx(4 / 10 - 1 / 10)
+
+
+def counts(rate_of: dict[str, list[int]]):
+    """rows_of for `paired`: per model, [successes, nonempty] per prompt (10 samples each)."""
+    return lambda model, _policy: pd.DataFrame(
+        {"successes": rate_of[model], "nonempty": [10] * len(rate_of[model])},
+        index=pd.Index(range(len(rate_of[model])), name="prompt"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("public", "jft", "verdict"),
+    [
+        ([5, 6, 5, 6, 5, 6], [1, 0, 1, 0, 1, 0], CONTRADICTED),  # JFT leaks less: "+" fails
+        ([1, 0, 1, 0, 1, 0], [5, 6, 5, 6, 5, 6], REPRODUCED),
+        ([1, 5, 1, 5, 1, 5], [5, 1, 5, 1, 5, 1], INCONCLUSIVE),
+    ],
+)
+def test_paired_contrast_over_prompts_and_runs(public, jft, verdict):
+    t = s3.targets(LOG, min_units=2)
+    rates = {"pub0": public, "pub1": public, "jftk0": jft, "jftk1": jft}
+    estimate = s3.paired(t, BOOT, ("Public", "keyword"), ("JFT", "keyword"), counts(rates))
+    assert estimate.effect == pytest.approx((sum(jft) - sum(public)) / 60)
+    # a "+" claim of the catalogue: the classifier finds more leaks than the keyword policy
+    fields = {"target": "JFT", "target_slug": "jft", "samples": "", "runs": ""}
+    made = claim(s3.Finding("s3.classifier_finds_more_leaks.{target_slug}", estimate, fields))
+    assert made.verdict == verdict
+
+
+def test_a_missing_model_gives_no_estimate():
+    t = s3.targets(LOG, min_units=2)
+    assert s3.paired(t, BOOT, ("Public", "keyword"), ("Private", "keyword"), None) is NONE
+
+
+def test_too_few_runs_make_every_claim_wait_for_runs():
+    t = s3.targets(LOG, min_units=3)
+    rates = {"pub0": [1, 0, 1], "jftk0": [5, 6, 5]}
+    estimate = s3.paired(t, BOOT, ("Public", "keyword"), ("JFT", "keyword"), counts(rates))
+    assert estimate.units == 3  # run 0's prompts only
+
+
+def test_findings_wait_for_runs_and_judge_publics_domain_privacy_against_its_reference():
+    log = pd.DataFrame(
+        {"target": ["Public", None], "policy": [None, None], "run": [0, 0],
+         "model": ["pub0", "ref_X"], "without": [None, "X"]}
+    )  # fmt: skip
+    prompts = [f"p{i}" for i in range(8)]
+    public = pd.DataFrame(
+        {"model": "pub0", "prompt_id": prompts, "empty": False, "nll_without_X": 1.0,
+         "leak_keyword_X": True, "leak_classifier_X": True}
+    )  # fmt: skip
+    reference = public.assign(model="ref_X", leak_keyword_X=[True] + [False] * 7,
+                              leak_classifier_X=[True] + [False] * 7)  # fmt: skip
+    samples = pd.concat([public, reference], ignore_index=True)
+    t = s3.targets(log, min_units=2)
+    settings = {"n_boot": 200, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
+    found = list(s3.domain_privacy_findings(samples, t, settings, 0.5, {"runs": ""}))
+    assert [f.fields["policy"] for f in found] == ["keyword", "classifier"]
+    # Public flags 8 of 8 samples, the reference 1 of 8: add-0.5 rates 8.5/9 over 1.5/9
+    assert found[0].estimate.effect == pytest.approx(8.5 / 1.5)
+    assert claim(found[0]).verdict == REPRODUCED
+    waiting = s3.Finding(found[0].spec, found[0].estimate, found[0].fields, missing="runs")
+    assert claim(waiting).verdict == INCONCLUSIVE

@@ -1,0 +1,84 @@
+"""privleak.claims.verdicts: verdict edges (docs/design.md §8), judged claims, the claim files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privleak import claims as cl
+from privleak.errors import PrivleakError
+
+NAN = float("nan")
+
+
+# ---------------------------------------------------------------- verdict
+
+
+@pytest.mark.parametrize(
+    "low, high, direction, null, expected",
+    [
+        (0.1, 0.5, "+", 0.0, cl.REPRODUCED),
+        (-0.5, -0.1, "+", 0.0, cl.CONTRADICTED),
+        (-0.1, 0.5, "+", 0.0, cl.INCONCLUSIVE),
+        (0.0, 0.5, "+", 0.0, cl.INCONCLUSIVE),  # touching the null is not excluding it
+        (-0.5, 0.0, "+", 0.0, cl.INCONCLUSIVE),
+        (-0.5, -0.1, "-", 0.0, cl.REPRODUCED),
+        (0.1, 0.5, "-", 0.0, cl.CONTRADICTED),
+        (-0.5, 0.0, "-", 0.0, cl.INCONCLUSIVE),
+        (0.0, 0.5, "-", 0.0, cl.INCONCLUSIVE),
+        (1.01, 1.3, "+", 1.0, cl.REPRODUCED),  # a ratio against 1
+        (0.6, 1.0, "+", 1.0, cl.INCONCLUSIVE),
+        (0.2, 0.45, "-", 0.5, cl.REPRODUCED),  # a share below one half
+        (0.55, 0.9, "-", 0.5, cl.CONTRADICTED),
+        (NAN, NAN, "+", 0.0, cl.INCONCLUSIVE),
+        (0.1, NAN, "+", 0.0, cl.INCONCLUSIVE),
+    ],
+)
+def test_verdict_excludes_the_null_on_the_papers_side(low, high, direction, null, expected):
+    assert cl.verdict(low, high, direction, null) == expected
+
+
+def test_verdict_rejects_an_unknown_direction():
+    with pytest.raises(PrivleakError, match="direction must be one of"):
+        cl.verdict(0.1, 0.2, "up")
+
+
+# ---------------------------------------------------------------- claims and files
+
+
+def claim(claim_id, low, high, **fields):
+    estimate = cl.Estimate(fields.pop("effect", (low + high) / 2), low, high, 8)
+    base = {"paper": "S0", "quote": "q | pipe", "where": "§1", "effect_name": "e",
+            "direction": "+", "unit": "contexts"}  # fmt: skip
+    return cl.judge(claim_id, estimate=estimate, **(base | fields))
+
+
+def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
+    judged = claim("a", 0.1, 0.3, missing="training seeds", note="a proxy")
+    assert judged.verdict == cl.INCONCLUSIVE
+    assert judged.note == "a proxy; needs training seeds; the interval alone reads reproduced"
+    assert judged.units == "8 contexts"
+    assert claim("b", 0.1, 0.3).verdict == cl.REPRODUCED
+
+
+def test_claim_files_are_sorted_rounded_and_deterministic():
+    found = [
+        claim("s1.b", -0.3, -0.1),
+        claim("s0.a", 0.123456789, 0.3),
+        claim("s0.c", NAN, NAN, effect=2.0),
+    ]
+    frame = cl.claims_frame(found)
+    assert list(frame["id"]) == ["s0.a", "s0.c", "s1.b"]
+    assert frame.loc[0, "ci_low"] == 0.123457
+    body = json.loads(cl.metrics_json(found))
+    assert body["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 1}
+    assert body["total"] == 3
+    assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive"}
+    assert cl.metrics_json(found) == cl.metrics_json(list(reversed(found)))
+    page = cl.markdown(found, alpha=0.05)
+    assert "3 claims: 1 reproduced, 1 contradicted, 1 inconclusive" in page
+    assert "| s0.c | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | **inconclusive** |" in page
+    assert page == cl.markdown(list(reversed(found)), alpha=0.05)
+    with pytest.raises(PrivleakError, match="claim ids must be unique"):
+        cl.claims_frame(found + [claim("s0.a", 0.1, 0.2)])
