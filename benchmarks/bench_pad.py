@@ -12,7 +12,7 @@ amplifications and 5 more epsilons), NEW tokens each with EOS blocked:
                prefill) per defense, as its `generate` per prompt was; the same decoder, so the
                same tokens;
     plain    = fast's decode without the mix (temperature sampling only): PAD overhead =
-               fast / plain - 1 (the issue's bar: <= 10 %); fast and plain are best of R runs.
+               fast / plain - 1 (the target: <= 10 %); fast and plain are best of R runs.
 Prints forward tokens, wall times and ratios, and how many fair/naive responses equal fast's; exits
 non-zero if a sampled token's log-prob differs from fast's by more than 1e-4 (fp32) anywhere before
 the first token where the two responses differ.

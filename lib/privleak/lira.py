@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from privleak import claims
+from privleak.claims.stats import Estimate, bootstrap
 from privleak.errors import require
 
 OVERALL = "overall"
@@ -292,7 +292,7 @@ def domain_privacy_interval(
     min_units: int = 2,
     method: str = "percentile",
     target_runs: Sequence[Hashable] | None = None,
-) -> claims.Estimate:
+) -> Estimate:
     """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
     and method as in `privleak.claims.bootstrap`).
 
@@ -341,7 +341,7 @@ def domain_privacy_interval(
         reference_groups = reference_groups * len(runs)
         crossing["runs"] = np.r_[run_codes, np.repeat(runs, len(reference_flagged))]
     rows = np.r_[target, reference]
-    return claims.bootstrap(
+    return bootstrap(
         rows,
         partial(_ratio_of_rows, pseudocount=pseudocount, reference_copies=copies),
         n_boot=n_boot,
@@ -405,9 +405,7 @@ def success_rate_interval(
         counts = int(selected.sum()), int(nonempty.sum())
         return zero_success_interval(prompts, *counts, alpha=alpha)
     rows = np.c_[np.asarray(success, float), np.asarray(nonempty, float)]
-    estimate = claims.bootstrap(
-        rows, _share, n_boot=n_boot, seed=seed, alpha=alpha, groups=prompt_ids
-    )
+    estimate = bootstrap(rows, _share, n_boot=n_boot, seed=seed, alpha=alpha, groups=prompt_ids)
     return estimate.low, estimate.high
 
 
