@@ -38,12 +38,11 @@ import pandas as pd
 import torch
 
 from privleak import models as registry
-from privleak.cid import cid_generate, generation_rows
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
+from privleak.metrics.known_context import known_context_rows
 from privleak.pipeline import paths
 from privleak.prompts import s0_prompt
-from privleak.scoring import continuation_logprobs
 from privleak.training.finetune import finetune_causal_lm
 
 OUT = paths.INTERIM / "s0" / "finetune"
@@ -79,29 +78,14 @@ if finetune["enabled"]:
     settings = [(lam, temperature) for lam in lams]
 
     def evaluate(label):
-        started = time.perf_counter()
-        generation = cid_generate(
-            model,
-            prompts,
-            settings,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=min_new_tokens,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_id=tokenizer.pad_token_id,
-            seed=seed,
-            example_ids=[e["example"] for e in examples],
-            max_batch_streams=max_batch_streams,
-            count_eos=count_eos,
-        )
-        print(f"{label}: generated in {time.perf_counter() - started:.1f} s")
-        # Plain-text log-likelihood of each context (first token as the prompt).
-        scores = continuation_logprobs(
-            model, [p.context[:1] for p in prompts], [p.context[1:] for p in prompts]
-        )
-        for example, score in zip(examples, scores, strict=True):
-            knowledge.append({"model": label, **example, "mean_logprob": float(score.mean())})
-        tagged = [{"model": label, **example} for example in examples]
-        return generation_rows(generation, tokenizer, tagged, settings)
+        generated, known, seconds = known_context_rows(
+            model, tokenizer, prompts, examples, settings, label,
+            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, seed=seed,
+            max_batch_streams=max_batch_streams, count_eos=count_eos,
+        )  # fmt: skip
+        print(f"{label}: generated in {seconds:.1f} s")
+        knowledge.extend(known)
+        return generated
 
     rows += evaluate("base")
     started = time.perf_counter()

@@ -155,3 +155,19 @@ def test_one_ngram_size_cannot_test_the_peak_claim():
     assert found["s0.ngram.peak_grows_with_n"].estimate is NONE
     assert found["s0.ngram.peak_grows_with_n"].missing == ">= 2 values in s0.ngram.ns"
     assert found["s0.ngram.earlier_ngrams_peak_every_size"].fields == {"n": 2}
+
+
+def test_size_findings_split_contexts_at_32_tokens_and_need_two_sizes_in_range():
+    rows = []
+    for context, base in (("a", 1.0), ("b", 1.2), ("c", 0.9)):
+        for limit, tau in ((16, base), (64, base + 0.5)):
+            row = {"experiment": "context_size", "model": "m", "context": context}
+            rows.append(row | {"context_limit": limit, "tau": tau, "lam": 1.0, "tau_tokens": []})
+    generations = pd.DataFrame(rows)
+    family = pd.DataFrame({"example": ["a", "a", "b", "b"], "parameters": [1, 2, 1, 2],
+                           "tau": [2.0, 1.0, 3.0, 1.0]})  # fmt: skip
+    found = {f.spec: f for f in s0.size_findings(generations, family, BOOT, "one run")}
+    assert found["s0.context_size.small_contexts"].estimate.effect == pytest.approx(-0.5)
+    assert found["s0.context_size.growth_32_to_256"].missing == ">= 2 context sizes in [32, 256]"
+    size = found["s0.model_size.influence"]
+    assert size.estimate.effect == pytest.approx(-1.0) and size.missing == "one run"

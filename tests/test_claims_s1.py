@@ -133,3 +133,24 @@ def test_partial_findings_share_of_entities_easier_with_mismatches():
     assert more.estimate.effect == pytest.approx(0.25)
     assert more.missing.startswith("rule; the artifacts hold one training run")
     assert found["Nones1.isp_bound_holds"].missing.startswith("exact 1-ISP rows")
+
+
+def test_trend_contrasts_resample_each_kind_within_itself():
+    named = esp_frame(1, [0.0] * 4, [-1.0] * 4).assign(prefix_len=4)
+    named = pd.concat([named, named.assign(prefix_len=8, log_esp=-2.0)])  # every one decreases
+    long = named.assign(kind="long_sequence", log_esp=-1.0, seq_id=named["seq_id"] + 100)
+    esp = pd.concat([named, long])
+    tp = pd.concat(
+        [
+            pd.DataFrame({"run": 0, "seq_id": s + offset, "kind": kind, "decoder": "sampling",
+                          "model": "large", "position": [0, 1], "log_tp": [-2.0, last]})
+            for kind, last, offset in (("named_entity", 0.0, 0), ("long_sequence", -1.0, 100))
+            for s in range(4)
+        ]
+    )  # fmt: skip
+    d = s1.design(esp, False, 3, "rule")
+    found = {f.spec: f for f in s1.trend_contrast_findings(esp, tp, d, BOOT)}
+    assert found["s1.decreasing_with_prefix_ne_vs_long"].estimate.effect == pytest.approx(1.0)
+    # named entities: last / first TP = e^2; 50-token sequences: e^1; log ratio difference 1
+    assert found["s1.later_tokens_easier_ne_vs_long"].estimate.effect == pytest.approx(1.0)
+    assert found["s1.later_tokens_easier.{kind}"].fields["units"].startswith("sequences")

@@ -98,3 +98,35 @@ def test_findings_wait_for_runs_and_judge_publics_domain_privacy_against_its_ref
     assert claim(found[0]).verdict == REPRODUCED
     waiting = s3.Finding(found[0].spec, found[0].estimate, found[0].fields, missing="runs")
     assert claim(waiting).verdict == INCONCLUSIVE
+
+
+def test_success_and_perplexity_findings_cover_every_target_and_policy():
+    targets_log = pd.DataFrame(
+        {"target": ["AIRLINE Only", "Public", "Private"] + ["Pub+Redacted", "JFT",
+                    "Redaction Schedule"] * 2,
+         "policy": [None] * 3 + ["keyword"] * 3 + ["classifier"] * 3, "run": 0,
+         "model": ["only", "pub", "priv", "prk", "jk", "sk", "prc", "jc", "sc"]}
+    )  # fmt: skip
+    t = s3.targets(targets_log, min_units=2)
+    samples = pd.DataFrame(
+        [{"model": m, "prompt_id": p, "empty": False, "nll_self": 1.0, "nll_without_X": 2.0,
+          "leak_keyword_X": m == "pub", "leak_classifier_X": m in ("pub", "only")}
+         for m in targets_log["model"] for p in range(4)]
+    )  # fmt: skip
+    found = list(s3.success_findings(samples, t, BOOT, "AIRLINE", {"runs": ""}))
+    assert len(found) == 6 + 5 + 6
+    ids = {claim(f).id: f for f in found}
+    only = ids["s3.classifier_finds_more_leaks.airline_only"]
+    assert only.estimate.effect == pytest.approx(1.0)  # classifier 4 of 4, keyword 0 of 4
+    assert ids["s3.below_airline_only.jft"].estimate.effect == pytest.approx(-1.0)
+    assert "s3.not_below_airline_only.public" in ids
+    per_model = {"prk": 4.0, "jk": 2.0, "sk": 6.0, "prc": 4.0, "jc": 2.0, "sc": 6.0}
+    test_nll = pd.DataFrame(
+        [{"model": m, "dialog": d, "nll": nll, "tokens": 2.0}
+         for m, nll in per_model.items() for d in range(3)]
+    )  # fmt: skip
+    ppl = {claim(f).id: f for f in s3.perplexity_findings(test_nll, t, BOOT, {"runs": ""})}
+    # log perplexity = NLL / tokens: JFT 1 vs Pub+Redacted 2, the schedule 3
+    assert ppl["s3.jft_better_perplexity_than_pub_redacted.keyword"].estimate.effect == -1.0
+    schedule = ppl["s3.redaction_schedule_worse_perplexity_than_pub_redacted.classifier"]
+    assert schedule.estimate.effect == 1.0
