@@ -69,11 +69,12 @@ def test_a_missing_model_gives_no_estimate():
     assert s3.paired(t, BOOT, ("Public", "keyword"), ("Private", "keyword"), None) is NONE
 
 
-def test_too_few_runs_make_every_claim_wait_for_runs():
+def test_with_too_few_runs_a_contrast_pairs_run_0_only():
     t = s3.targets(LOG, min_units=3)
     rates = {"pub0": [1, 0, 1], "jftk0": [5, 6, 5]}
     estimate = s3.paired(t, BOOT, ("Public", "keyword"), ("JFT", "keyword"), counts(rates))
     assert estimate.units == 3  # run 0's prompts only
+    assert estimate.effect == pytest.approx((16 - 2) / 30)
 
 
 def test_findings_wait_for_runs_and_judge_publics_domain_privacy_against_its_reference():
@@ -130,3 +131,25 @@ def test_success_and_perplexity_findings_cover_every_target_and_policy():
     assert ppl["s3.jft_better_perplexity_than_pub_redacted.keyword"].estimate.effect == -1.0
     schedule = ppl["s3.redaction_schedule_worse_perplexity_than_pub_redacted.classifier"]
     assert schedule.estimate.effect == 1.0
+
+
+def test_findings_with_too_few_runs_say_so_on_every_claim():
+    models = ["only", "pub", "priv", "prk", "jk", "sk", "prc", "jc", "sc", "ref"]
+    log = pd.DataFrame(
+        {"target": ["AIRLINE Only", "Public", "Private"] + ["Pub+Redacted", "JFT",
+                    "Redaction Schedule"] * 2 + [None],
+         "policy": [None] * 3 + ["keyword"] * 3 + ["classifier"] * 3 + [None], "run": 0,
+         "model": models, "without": [None] * 9 + ["X"]}
+    )  # fmt: skip
+    samples = pd.DataFrame(
+        [{"model": m, "prompt_id": p, "empty": False, "nll_self": 1.0, "nll_without_X": 2.0,
+          "leak_keyword_X": p % 2 == 0, "leak_classifier_X": p % 3 == 0}
+         for m in models for p in range(6)]
+    )  # fmt: skip
+    test_nll = pd.DataFrame({"model": models, "dialog": 0, "nll": 2.0, "tokens": 2.0})
+    settings = {"n_boot": 100, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
+    found = s3.findings({"log": log, "samples": samples, "test_nll": test_nll}, BOOT, settings,
+                        domain="AIRLINE", pseudocount=0.5, seeds_rule="runs")  # fmt: skip
+    assert len(found) == 17 + 2 + 4  # success contrasts, Public's Ĉ per policy, perplexities
+    assert {f.missing for f in found} == {"runs; the artifacts hold 1"}
+    assert {claim(f).verdict for f in found} == {INCONCLUSIVE}
