@@ -18,7 +18,8 @@ claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "p
 models = "family"
 sweep_corpus = "healthcaremagic"
 accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "lengths": [4, 8]}
-leakage = {"repeat_min_words": 20, "rouge_threshold": 0.5}
+leakage = {"repeat_min_words": 20, "rouge_rule": "pad",
+           "rouge_thresholds": {"pad": 0.2, "zeng": 0.5}}  # fmt: skip
 domain = "AIRLINE"
 pseudocount = 0.5
 

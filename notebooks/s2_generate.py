@@ -1,7 +1,8 @@
 # %% [markdown]
 # # S2 — responses under every defense, and the probability of emitting each planted secret
-# Every attack prompt of s2_index is answered by the RAG system (the paper's prompt
-# `Context:\n{ctx}\n\nQuestion:{q}\nAnswer:\n`, temperature sampling at `decoding.temperature`;
+# Every attack prompt of s2_index is answered by the RAG system (the official code's prompt
+# `Context:\n{ctx}\n\nQuestion:{q}\nAnswer:\n`, as text for a base model or as the user turn of
+# an instruct model's chat template, `template`; temperature sampling at `decoding.temperature`;
 # the official code decoded greedily despite its T = 0.2) under each defense:
 # - Extraction: no defense;
 # - Static: i.i.d. Gaussian noise of std `static_sigma` on every logit at every step;
@@ -22,6 +23,7 @@
 # %% tags=["parameters"]
 seed = 0
 lm = "smollm2-135m-instruct"
+template = "chat"
 device = "cpu"
 dtype = "float32"
 device_map = None
@@ -36,7 +38,7 @@ decoding = {
 pad = {
     "epsilon": 0.2,
     "amplification": 3.0,
-    "min_sensitivity": 0.5,
+    "min_sensitivity": 0.4,
     "tau_conf": 0.9,
     "tau_margin": 2.0,
     "weights": [0.3, 0.2, 0.3],
@@ -87,104 +89,110 @@ pad_settings = PADSettings(
 model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
 store = checkpoint.open_stage("s2_generate", globals())
 run = {k: decoding[k] for k in ("temperature", "max_new_tokens", "min_new_tokens", "forward_mode")}
+run["template"] = template
 timings = {}
 
 # %% [markdown]
 # ## The noise defenses: one prefill per prompt, forked to every defense
+# Corpora that run the same defenses decode together (keys are (corpus, prompt)), so the decoder
+# fills whole chunks of `max_batch_streams` streams rather than one short tail per corpus.
 
 
 # %%
-def contexts_of(ids) -> list[str]:
+def contexts_of(corpus: str, ids) -> list[str]:
     return [text[(corpus, i)] for i in ids]
+
+
+def keyed(frame: pd.DataFrame) -> list[tuple]:
+    return list(zip(frame["corpus"], frame["prompt_id"], strict=True))
 
 
 rows = []
 started = time.perf_counter()
-for corpus in corpora:
-    asked = prompts[prompts["corpus"] == corpus]
-    defenses = noise_defenses(pad_settings, static_sigma, sweep=corpus == sweep_corpus, **sweeps)
+for group in ([sweep_corpus], [c for c in corpora if c != sweep_corpus]):
+    if not group:
+        continue
+    asked = prompts[prompts["corpus"].isin(group)]
+    defenses = noise_defenses(pad_settings, static_sigma, sweep=group == [sweep_corpus], **sweeps)
     texts = [
-        rag_prompt(q, contexts_of(ids))
-        for q, ids in zip(asked["question"], asked["context_ids"], strict=True)
+        rag_prompt(q, contexts_of(c, ids))
+        for c, q, ids in zip(asked["corpus"], asked["question"], asked["context_ids"], strict=True)
     ]
     generated = defended_generate(
-        model, tokenizer, texts, list(asked["prompt_id"]),
+        model, tokenizer, texts, keyed(asked),
         {name: noise for name, (_, _, noise) in defenses.items()},
         seed=seed, max_batch_streams=decoding["max_batch_streams"],
-        cache=store.cache("noise", corpus), **run,
+        cache=store.cache("noise", *group), **run,
     )  # fmt: skip
     for row in generated:
         family, value, _ = defenses[row["defense"]]
-        rows.append({"corpus": corpus, "prompt_id": row.pop("key"), "family": family,
-                     "value": value, **row})  # fmt: skip
+        corpus, prompt_id = row.pop("key")
+        rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family, "value": value,
+                     **row})  # fmt: skip
 timings["noise defenses"] = time.perf_counter() - started
 print(f"{len(rows)} responses in {timings['noise defenses']:.0f} s")
 
 # %% [markdown]
-# ## Summ.: each retrieved document condensed to the query first
+# ## Summ.: each retrieved document condensed to the query first (every corpus in one decode)
 
 # %%
 started = time.perf_counter()
-summary_prompts = {}
-for corpus in corpora:
-    asked = prompts[prompts["corpus"] == corpus]
-    columns = zip(asked["prompt_id"], asked["question"], asked["context_ids"], strict=True)
-    pairs = [(p, q, c) for p, q, ids in columns for c in ids]
-    condensed = defended_generate(
-        model, tokenizer, [summary_prompt(q, text[(corpus, c)]) for _, q, c in pairs],
-        [(p, c) for p, _, c in pairs], {"summary": None},
-        temperature=decoding["temperature"], max_new_tokens=summary["max_new_tokens"],
-        min_new_tokens=decoding["min_new_tokens"], forward_mode=decoding["forward_mode"],
-        seed=seed, max_batch_streams=decoding["max_batch_streams"],
-        cache=store.cache("summaries", corpus),
-    )  # fmt: skip
-    by_prompt = {}
-    for (prompt_id, _, _), row in zip(pairs, condensed, strict=True):
-        by_prompt.setdefault(prompt_id, []).append(row["text"].strip())
-    for prompt_id, question in zip(asked["prompt_id"], asked["question"], strict=True):
-        summary_prompts[(corpus, prompt_id)] = rag_prompt(question, by_prompt[prompt_id])
-    keys = list(asked["prompt_id"])
-    generated = defended_generate(
-        model, tokenizer, [summary_prompts[(corpus, k)] for k in keys], keys, {"summ": None},
-        seed=seed, max_batch_streams=decoding["max_batch_streams"],
-        cache=store.cache("summ", corpus), **run,
-    )  # fmt: skip
-    rows += [{"corpus": corpus, "prompt_id": r.pop("key"), "family": "table",
-              "value": float("nan"), **r} for r in generated]  # fmt: skip
+columns = zip(prompts["corpus"], prompts["prompt_id"], prompts["question"],
+              prompts["context_ids"], strict=True)  # fmt: skip
+pairs = [(k, p, q, c) for k, p, q, ids in columns for c in ids]
+condensed = defended_generate(
+    model, tokenizer, [summary_prompt(q, text[(k, c)]) for k, _, q, c in pairs],
+    [(k, p, c) for k, p, _, c in pairs], {"summary": None},
+    temperature=decoding["temperature"], max_new_tokens=summary["max_new_tokens"],
+    min_new_tokens=decoding["min_new_tokens"], forward_mode=decoding["forward_mode"],
+    seed=seed, max_batch_streams=decoding["max_batch_streams"], template=template,
+    cache=store.cache("summaries"),
+)  # fmt: skip
+by_prompt = {}
+for (corpus, prompt_id, _, _), row in zip(pairs, condensed, strict=True):
+    by_prompt.setdefault((corpus, prompt_id), []).append(row["text"].strip())
+summary_prompts = {
+    key: rag_prompt(question, by_prompt[key])
+    for key, question in zip(keyed(prompts), prompts["question"], strict=True)
+}
+generated = defended_generate(
+    model, tokenizer, list(summary_prompts.values()), list(summary_prompts), {"summ": None},
+    seed=seed, max_batch_streams=decoding["max_batch_streams"], cache=store.cache("summ"), **run,
+)  # fmt: skip
+for r in generated:
+    corpus, prompt_id = r.pop("key")
+    rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": "table",
+                 "value": float("nan"), **r})  # fmt: skip
 timings["summ"] = time.perf_counter() - started
 
 # %% [markdown]
-# ## Dist.: only the candidates within the L2 threshold
+# ## Dist.: only the candidates within the L2 threshold (every corpus in one decode)
 
 # %%
 started = time.perf_counter()
 dist_prompts = {}
-for corpus in corpora:
-    asked = prompts[prompts["corpus"] == corpus]
-    thresholds = distance["sweep"] if corpus == sweep_corpus else [distance["table"]]
-    texts, keys = [], []
-    for r in asked.itertuples():
-        l2 = dict(zip(r.candidate_ids, r.candidate_l2, strict=True))
-        for threshold in thresholds:
-            kept = [i for i in r.reranked_ids if l2[i] <= threshold][: len(r.context_ids)]
-            texts.append(rag_prompt(r.question, contexts_of(kept)))
-            keys.append((r.prompt_id, threshold))
-            dist_prompts[(corpus, r.prompt_id, threshold)] = texts[-1]
-    generated = defended_generate(
-        model, tokenizer, texts, keys, {"dist": None}, seed=seed,
-        max_batch_streams=decoding["max_batch_streams"], cache=store.cache("dist", corpus),
-        **run,
-    )  # fmt: skip
-    for r in generated:
-        prompt_id, threshold = r.pop("key")
-        family = "table" if threshold == distance["table"] else "distance"
-        name = "dist" if family == "table" else f"dist={threshold:g}"
-        rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family,
-                     "value": threshold, **r, "defense": name})  # fmt: skip
-        if family == "table" and corpus == sweep_corpus:  # the table point is also a sweep point
-            rows.append({**rows[-1], "family": "distance", "defense": f"dist={threshold:g}"})
+for r in prompts.itertuples():
+    thresholds = distance["sweep"] if r.corpus == sweep_corpus else [distance["table"]]
+    l2 = dict(zip(r.candidate_ids, r.candidate_l2, strict=True))
+    for threshold in thresholds:
+        kept = [i for i in r.reranked_ids if l2[i] <= threshold][: len(r.context_ids)]
+        dist_prompts[(r.corpus, r.prompt_id, threshold)] = rag_prompt(
+            r.question, contexts_of(r.corpus, kept)
+        )
+generated = defended_generate(
+    model, tokenizer, list(dist_prompts.values()), list(dist_prompts), {"dist": None}, seed=seed,
+    max_batch_streams=decoding["max_batch_streams"], cache=store.cache("dist"), **run,
+)  # fmt: skip
+for r in generated:
+    corpus, prompt_id, threshold = r.pop("key")
+    family = "table" if threshold == distance["table"] else "distance"
+    name = "dist" if family == "table" else f"dist={threshold:g}"
+    rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family,
+                 "value": threshold, **r, "defense": name})  # fmt: skip
+    if family == "table" and corpus == sweep_corpus:  # the table point is also a sweep point
+        rows.append({**rows[-1], "family": "distance", "defense": f"dist={threshold:g}"})
 timings["dist"] = time.perf_counter() - started
-responses = pd.DataFrame(rows)
+responses = pd.DataFrame(rows).sort_values(["corpus", "prompt_id", "defense"], kind="stable")
 responses.groupby(["corpus", "family"]).size()
 
 # %% [markdown]
@@ -212,10 +220,11 @@ for corpus in corpora:
         cues = [" ".join(text[(corpus, s.chunk_id)][: s.start].split()[-esp["cue_words"]:])
                 for s in exposed]  # fmt: skip
         values = [s.text for s in exposed]
-        common = dict(temperature=decoding["temperature"], draws=esp["draws"], seed=seed)
+        common = dict(temperature=decoding["temperature"], draws=esp["draws"], seed=seed,
+                      template=template)  # fmt: skip
         threshold = distance["table"]
         by_prompt = [
-            (rag_prompt(r.question, contexts_of(r.context_ids)), defenses),
+            (rag_prompt(r.question, contexts_of(corpus, r.context_ids)), defenses),
             (summary_prompts[(corpus, r.prompt_id)], {"summ": None}),
             (dist_prompts[(corpus, r.prompt_id, threshold)], {"dist": None}),
         ]
@@ -241,4 +250,5 @@ require(
 responses.to_parquet(OUT / "responses.parquet", index=False)
 esp_table.to_parquet(OUT / "esp.parquet", index=False)
 (OUT / "pad_settings.json").write_text(json.dumps(dataclasses.asdict(pad_settings), indent=1))
+(OUT / "setup.json").write_text(json.dumps({"lm": lm, "template": template}) + "\n")
 pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable

@@ -9,13 +9,14 @@ import pytest
 
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s2, s4
 from privleak.claims.registry import bootstrapper, claim
+from privleak.metrics.rag_leakage import with_fluency
 
 BOOT = bootstrapper(
     {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 3, "method": "percentile"}
 )
 
 
-def outcomes(defense_values: dict[str, list[float]], value: str = "repeat") -> pd.DataFrame:
+def outcomes(defense_values: dict[str, list[float]], value: str = "longest_run") -> pd.DataFrame:
     rows = [
         {"prompt_id": i, "defense": defense, "corpus": "enron", "family": "table", value: v}
         for defense, values in defense_values.items()
@@ -26,34 +27,73 @@ def outcomes(defense_values: dict[str, list[float]], value: str = "repeat") -> p
 
 def test_prompt_differences_pair_by_prompt():
     frame = outcomes({"extraction": [1.0, 1.0, 0.0], "pad": [0.0, 1.0, 0.0]})
-    assert list(s2.prompt_differences(frame, "extraction", "pad", "repeat")) == [-1.0, 0.0, 0.0]
+    assert list(s2.prompt_differences(frame, "extraction", "pad", "longest_run")) == [-1, 0, 0]
 
 
 @pytest.mark.parametrize(
     ("base", "pad", "verdict"),
     [
-        ([1.0] * 9 + [0.0], [0.0] * 9 + [1.0], REPRODUCED),  # PAD leaks on 1 of 10, base on 9
-        ([0.0] * 9 + [1.0], [1.0] * 9 + [0.0], CONTRADICTED),
-        ([1.0, 0.0] * 5, [0.0, 1.0] * 5, INCONCLUSIVE),  # as many prompts either way
+        ([30.0] * 9 + [2.0], [2.0] * 9 + [30.0], REPRODUCED),  # PAD copies 2 words, base 30
+        ([2.0] * 9 + [30.0], [30.0] * 9 + [2.0], CONTRADICTED),
+        ([30.0, 2.0] * 5, [2.0, 30.0] * 5, INCONCLUSIVE),  # as many prompts either way
     ],
 )
 def test_pad_leaks_less_than_extraction(base, pad, verdict):
     frame = outcomes(
         {d: base for d in ("extraction", "summ", "dist", "static")} | {"pad": pad}
-    ).assign(rouge=0.0, nll_per_token=1.0)
-    found = {f.spec.format(**f.fields): f for f in s2.table_findings(frame, BOOT)}
+    ).assign(rouge_score=0.0, log_ppl=1.0)
+    found = {f.spec.format(**f.fields): f for f in s2.table_findings(frame, BOOT, "tiny")}
     leak = found["s2.pad_leaks_less_than_extraction.repeat.enron"]
     assert leak.estimate.effect == pytest.approx(np.mean(pad) - np.mean(base))
     assert claim(leak).verdict == verdict
+
+
+def test_perplexity_claims_pair_the_evaluators_log_ppl_and_skip_unscored_responses():
+    frame = outcomes(
+        {"extraction": [1.0, 1.0, 1.0, 1.0], "pad": [2.0, 2.0, 2.0, np.nan],
+         "summ": [3.0] * 4, "dist": [1.0] * 4, "static": [1.0] * 4}, value="log_ppl",
+    ).assign(longest_run=0, rouge_score=0.0)  # fmt: skip
+    found = {f.spec.format(**f.fields): f for f in s2.table_findings(frame, BOOT, "tiny")}
+    ppl = found["s2.pad_ppl_below_extraction.enron"].estimate
+    assert ppl.effect == pytest.approx(1.0) and ppl.units == 3  # the unscored prompt is left out
+    assert found["s2.summ_costs_perplexity.enron"].estimate.effect == pytest.approx(2.0)
+    assert "s2.static_beats_dist.log_ppl.enron" in found
+
+
+def test_secret_findings_pair_each_prompts_mean_secret_logprob():
+    rows = [
+        {"corpus": "enron", "prompt_id": p, "secret": k, "defense": d, "logprob": v}
+        for p, values in enumerate([{"extraction": [-1.0, -3.0], "pad": [-5.0, -7.0]},
+                                    {"extraction": [-2.0], "pad": [-2.0]}])
+        for d, logprobs in values.items()
+        for k, v in enumerate(logprobs)
+    ]  # fmt: skip
+    esp = pd.DataFrame(rows)
+    for base in ("summ", "dist", "static"):
+        esp = pd.concat([esp, esp[esp["defense"] == "extraction"].assign(defense=base)])
+    found = {f.spec.format(**f.fields): f for f in s2.secret_findings(esp, BOOT)}
+    # prompt 0: mean -6 vs -2 -> -4; prompt 1: 0
+    secret = found["s2.pad_leaks_less_than_extraction.secret.enron"].estimate
+    assert secret.effect == pytest.approx(-2.0) and secret.units == 2
+    assert len(found) == 4
+
+
+def test_with_fluency_joins_the_evaluators_nll_per_response():
+    units = outcomes({"extraction": [5.0, 6.0], "pad": [1.0, 2.0]})
+    scored = units[["corpus", "prompt_id", "defense"]].assign(nll=[4.0, 0.0, 6.0, 3.0],
+                                                              tokens=[2, 0, 3, 3])  # fmt: skip
+    joined = with_fluency(units, scored)
+    assert joined["log_ppl"].tolist()[0] == 2.0 and np.isnan(joined["log_ppl"].tolist()[1])
+    assert joined["ppl"].tolist()[2:] == pytest.approx([np.exp(2.0), np.exp(1.0)])
 
 
 def test_sweep_matrix_puts_pads_own_rows_at_the_default_point():
     sweep = pd.DataFrame(
         {"prompt_id": [0, 0, 1, 1], "defense": ["amp", "pad", "amp", "pad"],
          "family": ["amplification", "table", "amplification", "table"],
-         "value": [10.0, np.nan, 10.0, np.nan], "repeat": [0.0, 1.0, 0.0, 1.0]}
+         "value": [10.0, np.nan, 10.0, np.nan], "longest_run": [0.0, 1.0, 0.0, 1.0]}
     )  # fmt: skip
-    matrix = s2.sweep_matrix(sweep, "amplification", "repeat", 5.0)
+    matrix = s2.sweep_matrix(sweep, "amplification", "longest_run", 5.0)
     assert list(matrix.columns) == [5.0, 10.0] and matrix[5.0].tolist() == [1.0, 1.0]
 
 
@@ -101,8 +141,10 @@ def test_sweep_findings_cover_both_ablations_and_the_sweeps():
             outcomes({"amp": [1.0, 1.0, 1.0]}).assign(family="amplification", value=1.0),
             outcomes({"eps": [1.0, 1.0, 1.0]}).assign(family="epsilon", value=10.0),
         ]
-    ).assign(rouge=0.0, nll_per_token=1.0)
-    found = list(s2.sweep_findings(sweep, "enron", {"amplification": 5.0, "epsilon": 1.0}, BOOT))
+    ).assign(rouge_score=0.0, log_ppl=1.0)
+    found = list(
+        s2.sweep_findings(sweep, "enron", {"amplification": 5.0, "epsilon": 1.0}, BOOT, "tiny")
+    )
     by_id = {f.spec.format(**f.fields): f for f in found}
     assert by_id["s2.no_sens_leaks_more.repeat"].estimate.effect == pytest.approx(1 / 3)
     assert by_id["s2.amplification_diminishing_returns.repeat"].missing.startswith("λ_amp = 1, 5")

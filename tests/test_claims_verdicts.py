@@ -62,6 +62,39 @@ def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
     assert claim("b", 0.1, 0.3).verdict == cl.REPRODUCED
 
 
+@pytest.mark.parametrize(
+    "effect, low, high, units, null, expected",
+    [
+        # half-width 0.2 on the null's side, effect 0.1: n (0.2 / 0.1)^2 = 4 n
+        (0.1, -0.1, 0.4, 10, 0.0, 40),
+        (-0.1, -0.4, 0.1, 10, 0.0, 40),  # the other side: its upper half-width counts
+        (1.1, 0.9, 1.3, 25, 1.0, 100),  # a ratio against 1: (0.2 / 0.1)^2 = 4
+        (0.3, -0.01, 0.5, 9, 0.0, 10),  # (0.31 / 0.3)^2 * 9 = 9.61, rounded up
+        (0.0, -0.1, 0.1, 10, 0.0, None),  # no observed effect
+        (0.1, NAN, NAN, 10, 0.0, None),  # no interval
+        (0.1, 0.1, 0.1, 10, 0.0, None),  # a degenerate interval
+        (0.1, -0.1, 0.3, 1, 0.0, None),  # one unit
+    ],
+)
+def test_units_to_decide_scales_the_half_width_as_one_over_root_n(
+    effect, low, high, units, null, expected
+):
+    estimate = cl.Estimate(effect, low, high, units)
+    assert cl.units_to_decide(estimate, null) == expected
+
+
+def test_an_inconclusive_claim_says_how_many_units_would_decide_it():
+    judged = claim("a", -0.1, 0.4, effect=0.1)
+    assert judged.verdict == cl.INCONCLUSIVE
+    assert judged.note == (
+        "about 32 contexts would decide it at the observed effect (the interval narrows as "
+        "1/sqrt(n); 8 now)"
+    )
+    assert "would decide" not in claim("b", 0.1, 0.3).note  # decided: no power note
+    assert "would decide" not in claim("c", 0.1, 0.3, missing="runs").note
+    assert claim("d", -0.1, 0.1, effect=0.0).note.startswith("no effect observed")
+
+
 def test_claim_files_are_sorted_rounded_and_deterministic():
     found = [
         claim("s1.b", -0.3, -0.1),

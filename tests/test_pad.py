@@ -14,10 +14,12 @@ from dp_accounting import dp_event, rdp
 from privleak.decoding import Temperature, decode
 from privleak.errors import PrivleakError
 from privleak.pad import (
+    RDP_ORDERS,
     SIGMA_MAX,
     SIGMA_MIN,
     UNIFORM_BITS,
     LogitNoise,
+    OptimalBudget,
     PADSettings,
     StaticNoise,
     bits_to_normals,
@@ -29,6 +31,8 @@ from privleak.pad import (
     noise_std,
     noisy_target_logprobs,
     normalized_entropy,
+    optimal_epsilon,
+    optimal_response_budget,
     response_budget,
     settings_table,
     step_keys,
@@ -38,6 +42,25 @@ from tests.conftest import tiny_llama
 
 def _log_softmax(values) -> torch.Tensor:
     return torch.log_softmax(torch.tensor(values, dtype=torch.float32), -1)
+
+
+def test_pad_settings_defaults_are_the_papers_or_the_official_codes():
+    got = PADSettings()
+    expected = {
+        "epsilon": 0.2,  # App. E: eps_base
+        "amplification": 3.0,  # App. E: lambda_amp
+        "min_sensitivity": 0.4,  # App. E: Delta_min (the official run's value too)
+        "weight_entropy": 0.3,  # App. E: w_entropy
+        "weight_position": 0.2,  # App. E: w_pos
+        "weight_confidence": 0.3,  # official code: the paper gives no w_conf
+        "tau_conf": 0.9,  # official code: Algorithm 1 names tau_conf without a value
+        "tau_margin": 2.0,  # official code: Algorithm 1 names tau_margin without a value
+        "screening": True,  # the full PAD: False is the "No Screening" ablation
+        "calibration": True,  # the full PAD: False is the "No Calib." ablation
+        "sensitivity": True,  # the full PAD: False is the "No Sens." ablation
+    }
+    assert {name: getattr(got, name) for name in expected} == expected
+    assert set(expected) == set(PADSettings.__dataclass_fields__)
 
 
 def test_sensitivity_follows_eq4_and_its_clip():
@@ -250,3 +273,107 @@ def test_step_rdp_equals_dp_accounting_gaussian():
     for s, d in zip(sigma, sensitivity, strict=True):
         accountant.compose(dp_event.GaussianDpEvent(noise_multiplier=s / d))
     assert budget.rdp_protected == pytest.approx(float(accountant._rdp[0]), rel=1e-9)
+
+
+# ---- alpha optimised (App. C.3) -------------------------------------------------------------
+
+DELTA = 1e-5
+LOG_INV_DELTA = math.log(1 / DELTA)
+
+
+def test_rdp_orders_are_the_common_accountant_grid():
+    from opacus.accountants import RDPAccountant
+
+    assert RDP_ORDERS == tuple(float(order) for order in RDPAccountant.DEFAULT_ALPHAS)
+    assert len(RDP_ORDERS) == 151 and all(isinstance(order, float) for order in RDP_ORDERS)
+
+
+def test_optimal_epsilon_matches_the_closed_form():
+    """One protected step with Delta = sigma = 1: slope S = 1/2, eps(alpha) = S alpha + L / (alpha
+    - 1) with L = ln(1/delta), minimised at alpha* = 1 + sqrt(L / S) with eps* = S + 2 sqrt(S L)."""
+    slope = 0.5
+    alpha_star = 1 + math.sqrt(LOG_INV_DELTA / slope)
+    epsilon_star = slope + 2 * math.sqrt(slope * LOG_INV_DELTA)
+    fine = [1 + k / 1000 for k in range(1, 20_000)]
+    epsilon, alpha = optimal_epsilon(slope, DELTA, fine)
+    assert epsilon == pytest.approx(epsilon_star, abs=1e-3)
+    assert alpha == pytest.approx(alpha_star, abs=1e-3)
+    # On the coarse grid: no better than the optimum, no worse than the official alpha = 10.
+    epsilon, alpha = optimal_epsilon(slope, DELTA)
+    at_ten = response_budget([1.0], [1.0], [True], alpha=10, delta=DELTA).epsilon_relaxed
+    assert epsilon_star <= epsilon <= at_ten
+    assert alpha in RDP_ORDERS
+    assert epsilon == pytest.approx(slope * alpha + LOG_INV_DELTA / (alpha - 1))
+
+
+def test_optimal_epsilon_takes_the_smallest_order_on_a_tie():
+    # slope 1/2, L = ln(1/delta): alpha and 1 + L / (S (alpha - 1)) give the same epsilon.
+    delta = math.exp(-2.0)  # L = 2: eps(2) = 1 + 2 = 3, eps(5) = 2.5 + 0.5 = 3
+    assert optimal_epsilon(0.5, delta, [5.0, 2.0]) == (pytest.approx(3.0), 2.0)
+
+
+def test_optimal_response_budget_beats_alpha_ten_and_charges_more_for_all_steps():
+    sigma, sensitivity, protected = [0.5, 0.01, 1.0], [1.0, 0.5, 0.5], [True, False, True]
+    fixed = response_budget(sigma, sensitivity, protected, alpha=10, delta=DELTA)
+    best = optimal_response_budget(sigma, sensitivity, protected, delta=DELTA)
+    assert isinstance(best, OptimalBudget)
+    assert (best.steps, best.gamma) == (3, pytest.approx(2 / 3))
+    assert best.epsilon_relaxed <= fixed.epsilon_relaxed
+    assert best.epsilon_all_steps <= fixed.epsilon_all_steps
+    assert best.epsilon_all_steps >= best.epsilon_relaxed
+    # Slopes by hand: protected 1 / (2 * 0.25) + 0.25 / 2; all steps add 0.25 / (2 * 1e-4).
+    relaxed_slope, all_slope = 2.125, 2.125 + 1250.0
+    assert (best.epsilon_relaxed, best.alpha_relaxed) == pytest.approx(
+        optimal_epsilon(relaxed_slope, DELTA)
+    )
+    assert (best.epsilon_all_steps, best.alpha_all_steps) == pytest.approx(
+        optimal_epsilon(all_slope, DELTA)
+    )
+    # A huge all-steps slope pushes alpha to the smallest order.
+    assert best.alpha_all_steps == RDP_ORDERS[0]
+
+
+def test_a_response_with_no_protected_step_costs_only_the_conversion():
+    best = optimal_response_budget([0.01, 0.01], [0.4, 1.0], [False, False], delta=DELTA)
+    # rdp 0: epsilon = min over alpha of ln(1/delta) / (alpha - 1), at the largest order.
+    assert best.gamma == 0.0
+    assert best.alpha_relaxed == max(RDP_ORDERS) == 63.0
+    assert best.epsilon_relaxed == pytest.approx(LOG_INV_DELTA / 62)
+    assert best.epsilon_all_steps > best.epsilon_relaxed
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: optimal_epsilon(-0.1, DELTA), "rdp_per_order .* must be a finite number >= 0"),
+        (lambda: optimal_epsilon(math.inf, DELTA), "rdp_per_order .* must be a finite number >= 0"),
+        (lambda: optimal_epsilon(0.5, 0.0), r"delta must be in \(0, 1\)"),
+        (lambda: optimal_epsilon(0.5, 1.0), r"delta must be in \(0, 1\)"),
+        (lambda: optimal_epsilon(0.5, DELTA, []), "orders .* must be a non-empty list"),
+        (lambda: optimal_epsilon(0.5, DELTA, [2.0, 1.0]), r"these are not: \[1.0\]"),
+        (lambda: optimal_epsilon(0.5, DELTA, [2.0, math.nan]), "orders .* finite numbers > 1"),
+        (
+            lambda: optimal_response_budget([1.0], [1.0], [True], delta=2.0),
+            r"delta must be in \(0, 1\)",
+        ),
+        (
+            lambda: optimal_response_budget([1.0, 1.0], [1.0], [True], delta=DELTA),
+            "sigma, sensitivity and protected need one value per step",
+        ),
+        (
+            lambda: optimal_response_budget([], [], [], delta=DELTA),
+            "a response needs at least one step",
+        ),
+        (
+            lambda: optimal_response_budget([0.0], [1.0], [True], delta=DELTA),
+            r"every accounted step needs noise \(sigma > 0\)",
+        ),
+        (
+            lambda: optimal_response_budget([1.0], [1.0], [True], delta=DELTA, orders=[0.5]),
+            "orders .* > 1",
+        ),
+    ],
+)
+def test_bad_optimal_accounting_fails_with_one_line(call, message):
+    with pytest.raises(PrivleakError, match=message):
+        call()

@@ -8,6 +8,7 @@ import torch
 
 from privleak.data.chunking import chunk_records, chunk_spans
 from privleak.dp_rag import forced_logprobs
+from privleak.errors import PrivleakError
 from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import (
     defended_generate,
@@ -18,6 +19,7 @@ from privleak.pad_rag import (
     suffix_distributions,
 )
 from tests.conftest import tiny_llama, word_tokenizer
+from tests.test_dp_rag import CHATML
 
 DEFENSES = {"none": None, "static": StaticNoise(0.5), "pad": PADSettings(epsilon=0.1)}
 PROMPTS = ["the cat sat on the mat", "a dog ran to the park", "alice sat"]
@@ -30,6 +32,22 @@ def lm():
 
 def test_the_prompt_is_the_papers():
     assert rag_prompt("q?", ["a", "b"]) == "Context:\na\n\nb\n\nQuestion:q?\nAnswer:\n"
+
+
+def test_chat_prompts_are_the_papers_prompt_as_the_user_turn():
+    tokenizer = word_tokenizer(add_bos=True)
+    assert encode_prompt(tokenizer, "the cat")[0] == tokenizer.bos_token_id  # plain: BOS added
+    with pytest.raises(PrivleakError, match="'chat' needs a tokenizer with a chat template"):
+        encode_prompt(tokenizer, "the cat", "chat")
+    with pytest.raises(PrivleakError, match="template 'xml' is unknown"):
+        encode_prompt(tokenizer, "the cat", "xml")
+    tokenizer.chat_template = CHATML
+    body = rag_prompt("q?", ["the cat"])
+    text = "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        encode_prompt(tokenizer, body, "chat")
+        == tokenizer(text, add_special_tokens=False)["input_ids"]
+    )  # the template writes its own specials: no BOS on top
 
 
 def test_defenses_share_one_prefill_and_keep_their_own_draws(lm):

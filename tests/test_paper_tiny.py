@@ -71,6 +71,7 @@ STAGES = [
     "render_s4",
     "s2_index",
     "s2_generate",
+    "s2_perplexity",
     "render_s2",
     "s3_prepare",
     "s3_train",
@@ -278,7 +279,7 @@ def _paper_params(
     s4["generation"] |= {"max_new_tokens": 4, "max_batch_streams": 8, "rag_k": 2}
     s4["densities"] |= {"documents": 10, "draws": 200}
     s2 = params["s2"]["paper"]
-    s2["lm"] = lms["opt"]
+    s2 |= {"lm": lms["opt"], "evaluator": lms["opt"], "embedder": "all-minilm-l6-v2"}
     for corpus, spec in s2["corpora"].items():  # the paper's `fields` mappings are kept
         spec |= {"source": f"hf:{s2_hub[corpus]}:train", "n": S2_DOCUMENTS}
     s2["embed_batch_size"] = 4

@@ -51,7 +51,26 @@ PARAM_CASES = {
                    "accounting.delta = 0.0: must be a number in (0, 1)"),
     "delta_one": ("accounting", "delta", 1.0,
                   "accounting.delta = 1.0: must be a number in (0, 1)"),
+    "rouge_rule_unknown": ("leakage", "rouge_rule", "f1",
+                           "leakage.rouge_rule = 'f1': must be one of pad, zeng"),
+    "rouge_threshold_above_one": ("leakage", "rouge_thresholds", {"pad": 1.5, "zeng": 0.5},
+                                  "leakage.rouge_thresholds.pad = 1.5: must be a number in [0, 1]"),
+    "topics_unknown": ("attack", "topics", "wiki",
+                       "attack.topics = 'wiki': must be one of records, builtin"),
+    "commands_empty": ("attack", "commands",
+                       {"healthcaremagic": [], "icliniq": ["x"], "enron": ["x"]},
+                       "attack.commands.healthcaremagic = []: "),
+    "commands_missing_corpus": ("attack", "commands", {"healthcaremagic": ["x"], "icliniq": ["x"]},
+                                "corpora.enron: has no commands; add attack.commands.enron or "
+                                "attack.commands.default"),
 }  # fmt: skip
+
+
+def test_template_is_chat_or_plain():
+    tree = schema.load_yaml(paths.PARAMS_FILE.read_text())
+    tree["s2"]["embedded"]["template"] = "xml"
+    with pytest.raises(PrivleakError, match=r"s2\.embedded\.template = 'xml': must be one of chat"):
+        schema.validate(tree)
 
 
 @pytest.mark.parametrize("case", PARAM_CASES.values(), ids=PARAM_CASES.keys())

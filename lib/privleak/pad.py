@@ -12,12 +12,13 @@ At step t (1-based, as the official code counts) with next-token log-probs s_t [
     noisy s_t    = s_t + sigma_t z_t,  z_t ~ N(0, I_V);  screened steps use sigma_min instead.
 The sampler then applies the decoder's transforms (temperature) to the noisy logits.
 
-Choice where the paper and the official code differ: Eq. 5 leaves Delta_t out of the noise, which
-would make the sensitivity estimate change only the accountant (the "No Sens." ablation could
-not change a single token) and would keep sigma <= 3 * 1.5 even at eps = 0.01, where §4.4 reports
-that all leakage vanishes at infinite perplexity. We follow the official code: sigma_t also scales
-with Delta_t / eps, and is clipped to [sigma_min, sigma_max] = [0.01, 10]; calibrate_t is clipped to
-[0.1, 2] (it never leaves [0.7, 1.5] with the default weights).
+Where the paper contradicts itself: Eq. 5 leaves Delta_t out of the noise, which would make the
+sensitivity estimate change only the accountant (the "No Sens." ablation could not change a
+single token) and would keep sigma <= 3 * 1.5 even at eps = 0.01, where §4.4 reports that all
+leakage vanishes at infinite perplexity. We follow Algorithm 1 (App. B, line 21) and the official
+code: sigma_t also scales with Delta_t / eps. The clips are the official code's: sigma_t to
+[sigma_min, sigma_max] = [0.01, 10], calibrate_t to [0.1, 2] (it never leaves [0.7, 1.5] with the
+default weights).
 
 Ablations: "No Calib." sets calibrate_t = 1; "No Sens." sets Delta_t = 1 (the bound's worst case).
 Static noise adds sigma z_t at every step with one fixed sigma.
@@ -31,15 +32,24 @@ across prompts, so epsilon and the position factor accumulated): the Gaussian me
 std sigma_t and sensitivity Delta_t costs alpha * Delta_t^2 / (2 sigma_t^2) of RDP at order alpha
 (Eq. 7); T steps compose by addition and convert to (eps, delta)-DP with + ln(1/delta)/(alpha - 1)
 (Eq. 8). gamma is the fraction of protected (not screened) steps. The paper's gamma-relaxed epsilon
-charges only the protected steps; `charge_screened=True` also charges the screened ones (their
-sigma_min with the step's own Delta_t), the price of a guarantee on every token. The official code
-charged them nothing and always reported gamma = 1.
+charges only the protected steps (`epsilon_relaxed`); `epsilon_all_steps` also charges the screened
+ones (their sigma_min with the step's own Delta_t), the price of a guarantee on every token. The
+official code charged them nothing and always reported gamma = 1. Both epsilons are available at
+a fixed alpha (`response_budget`; App. E and the official code use alpha = 10) and at the alpha
+that minimises them over the usual grid of orders, `RDP_ORDERS` (`optimal_response_budget`;
+App. C.3: "we optimize alpha to minimize epsilon for the chosen delta").
+
+This epsilon is nominal: it is the paper's accountant, not an audited guarantee. Delta_t comes from
+the logit margin, not from a proven bound on the sensitivity to one retrieved document; sigma_t,
+Delta_t and the screening all read the private logits; and the hashed noise is not exactly
+Gaussian: it is truncated at |z| < 5.3 (`bits_to_normals`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,11 +69,25 @@ POSITION_DECAY = 0.1
 
 @dataclass(frozen=True)
 class PADSettings:
-    """One PAD configuration (defaults: the paper's and the official code's values)."""
+    """One PAD configuration. Each default is the paper's value (App. E) or, where the paper gives
+    none, the official code's:
+
+        epsilon            eps_base   0.2   App. E
+        amplification      lambda_amp 3.0   App. E
+        min_sensitivity    Delta_min  0.4   App. E (the official run's value too)
+        weight_entropy     w_entropy  0.3   App. E
+        weight_position    w_pos      0.2   App. E
+        weight_confidence  w_conf     0.3   official code (the paper gives no value)
+        tau_conf                      0.9   official code (Algorithm 1 names it, without a value)
+        tau_margin                    2.0   official code (Algorithm 1 names it, without a value)
+        screening, calibration, sensitivity   True: the full PAD; False is an ablation (App. D)
+
+    App. E's alpha = 10 and delta = 1e-5 are the accountant's, not the noise's: they are arguments
+    of `response_budget` (and delta of `optimal_response_budget`)."""
 
     epsilon: float = 0.2
     amplification: float = 3.0
-    min_sensitivity: float = 0.5
+    min_sensitivity: float = 0.4
     tau_conf: float = 0.9
     tau_margin: float = 2.0
     weight_entropy: float = 0.3
@@ -105,6 +129,14 @@ class StaticNoise:
 
 Noise = PADSettings | StaticNoise | None
 """A group's logit noise: PAD, static, or none (the undefended extraction)."""
+
+
+# The common grid of Rényi orders of RDP accountants (Opacus's default alphas).
+RDP_ORDERS: tuple[float, ...] = tuple(
+    [1 + x / 10 for x in range(1, 100)] + [float(order) for order in range(12, 64)]
+)
+"""Rényi orders alpha to optimise epsilon over: the common grid of RDP accountants (Opacus's
+default: 1.1, 1.2, ..., 10.9, then 12, 13, ..., 63)."""
 
 
 def check_accounting(alpha: float, delta: float) -> None:
@@ -378,15 +410,10 @@ class ResponseBudget:
     epsilon_all_steps: float
 
 
-def response_budget(
-    sigma: Sequence[float],
-    sensitivity: Sequence[float],
-    protected: Sequence[bool],
-    alpha: float,
-    delta: float,
-) -> ResponseBudget:
-    """The per-response accountant over one response's T recorded steps (module docstring)."""
-    check_accounting(alpha, delta)
+def _response_steps(
+    sigma: Sequence[float], sensitivity: Sequence[float], protected: Sequence[bool]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sigma, sensitivity, protected) of one response's recorded steps as checked arrays [T]."""
     sigma, sensitivity = np.asarray(sigma, dtype=float), np.asarray(sensitivity, dtype=float)
     protected = np.asarray(protected, dtype=bool)
     require(
@@ -394,6 +421,20 @@ def response_budget(
         "sigma, sensitivity and protected need one value per step",
     )
     require(len(sigma) >= 1, "a response needs at least one step to account")
+    return sigma, sensitivity, protected
+
+
+def response_budget(
+    sigma: Sequence[float],
+    sensitivity: Sequence[float],
+    protected: Sequence[bool],
+    alpha: float,
+    delta: float,
+) -> ResponseBudget:
+    """The per-response accountant over one response's T recorded steps at one Rényi order alpha
+    (module docstring)."""
+    check_accounting(alpha, delta)
+    sigma, sensitivity, protected = _response_steps(sigma, sensitivity, protected)
     rdp = step_rdp(alpha, sensitivity, sigma)
     conversion = math.log(1 / delta) / (alpha - 1)
     relaxed, full = float(rdp[protected].sum()), float(rdp.sum())
@@ -404,4 +445,82 @@ def response_budget(
         rdp_all=full,
         epsilon_relaxed=relaxed + conversion,
         epsilon_all_steps=full + conversion,
+    )
+
+
+def _check_orders(orders: Sequence[float]) -> np.ndarray:
+    """orders as a float array [n], or PrivleakError naming the bad ones."""
+    try:
+        grid = np.asarray(orders, dtype=float)
+    except (TypeError, ValueError):
+        grid = None
+    valid = grid is not None and grid.ndim == 1 and grid.size >= 1
+    bad = grid[~(np.isfinite(grid) & (grid > 1))] if valid else None
+    require(
+        valid and bad.size == 0,
+        "orders (the Rényi orders alpha) must be a non-empty list of finite numbers > 1, "
+        + (f"got {orders!r}" if not valid else f"and these are not: {bad.tolist()!r}"),
+    )
+    return grid
+
+
+def optimal_epsilon(
+    rdp_per_order: float, delta: float, orders: Sequence[float] = RDP_ORDERS
+) -> tuple[float, float]:
+    """(epsilon, alpha): the smallest epsilon = rdp_per_order * alpha + ln(1/delta) / (alpha - 1)
+    (Eq. 8; App. C's Eq. 12) over the Rényi orders, and the order that gives it (the smallest on a
+    tie).
+
+    The RDP of Gaussian steps is linear in alpha (Eq. 7; App. C's Eq. 10-11), so the caller passes
+    its slope, sum_t Delta_t^2 / (2 sigma_t^2): the RDP at alpha = 1."""
+    require(
+        isinstance(rdp_per_order, numbers.Real)
+        and math.isfinite(rdp_per_order)
+        and rdp_per_order >= 0,
+        f"rdp_per_order (the RDP per unit of alpha) must be a finite number >= 0, "
+        f"got {rdp_per_order!r}",
+    )
+    check_delta(delta)
+    grid = _check_orders(orders)
+    epsilons = rdp_per_order * grid + math.log(1 / delta) / (grid - 1)
+    best = epsilons.min()
+    return float(best), float(grid[epsilons == best].min())
+
+
+@dataclass(frozen=True)
+class OptimalBudget:
+    """One response's privacy with alpha optimised (App. C.3): gamma (protected fraction), the
+    gamma-relaxed epsilon (protected steps only) and the all-steps epsilon, each at its own best
+    Rényi order."""
+
+    steps: int
+    gamma: float
+    epsilon_relaxed: float
+    alpha_relaxed: float
+    epsilon_all_steps: float
+    alpha_all_steps: float
+
+
+def optimal_response_budget(
+    sigma: Sequence[float],
+    sensitivity: Sequence[float],
+    protected: Sequence[bool],
+    delta: float,
+    orders: Sequence[float] = RDP_ORDERS,
+) -> OptimalBudget:
+    """The per-response accountant of `response_budget` with alpha chosen to minimise each epsilon
+    over `orders` (`optimal_epsilon`), rather than fixed."""
+    check_delta(delta)
+    sigma, sensitivity, protected = _response_steps(sigma, sensitivity, protected)
+    require(bool(np.all(np.isfinite(sensitivity))), "every step's sensitivity must be finite")
+    slope = step_rdp(1.0, sensitivity, sigma)
+    epsilon_relaxed, alpha_relaxed = optimal_epsilon(float(slope[protected].sum()), delta, orders)
+    epsilon_all, alpha_all = optimal_epsilon(float(slope.sum()), delta, orders)
+    return OptimalBudget(
+        steps=len(sigma),
+        gamma=float(protected.mean()),
+        epsilon_relaxed=epsilon_relaxed,
+        alpha_relaxed=alpha_relaxed,
+        epsilon_all_steps=epsilon_all,
+        alpha_all_steps=alpha_all,
     )

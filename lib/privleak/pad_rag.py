@@ -28,7 +28,12 @@ from privleak.pad import (
 )
 
 TEMPLATE = "Context:\n{context}\n\nQuestion:{question}\nAnswer:\n"
-"""The paper's prompt (the official code's RAGPipeline)."""
+"""The RAG prompt of the official code's RAGPipeline (App. A prints the same layout in lower
+case: "context: ... question: ... answer:")."""
+
+TEMPLATES = ("chat", "plain")
+"""How the model reads a prompt: `plain` as text (base models, the paper's Pythia and Llama-2),
+`chat` as the user turn of the tokenizer's own chat template (instruct models)."""
 
 SUMMARY_TEMPLATE = (
     "Question: {question}\nDocument:\n{document}\n\n"
@@ -48,9 +53,21 @@ def summary_prompt(question: str, document: str) -> str:
     return SUMMARY_TEMPLATE.format(question=question, document=document)
 
 
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    """Token ids of a prompt, with the tokenizer's special tokens (BOS where it adds one)."""
-    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+def encode_prompt(tokenizer, text: str, template: str = "plain") -> list[int]:
+    """Token ids of a prompt: `plain`, the text with the tokenizer's special tokens (BOS where it
+    adds one); `chat`, the text as the user turn of the tokenizer's chat template (which writes
+    its own special tokens), the assistant's turn opened."""
+    require(template in TEMPLATES, f"template '{template}' is unknown; use chat|plain")
+    if template == "plain":
+        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+    require(
+        getattr(tokenizer, "chat_template", None) is not None,
+        "S2 template 'chat' needs a tokenizer with a chat template; this one has none (use "
+        "template: plain for a base model)",
+    )
+    turn = [{"role": "user", "content": text}]
+    opened = tokenizer.apply_chat_template(turn, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(opened, add_special_tokens=False)["input_ids"])
 
 
 def defended_generate(
@@ -67,6 +84,7 @@ def defended_generate(
     max_batch_streams: int | None = None,
     cache=None,
     forward_mode: str = "auto",
+    template: str = "plain",
 ) -> list[dict]:
     """Decode every prompt under every defense (temperature sampling on the defended logits).
 
@@ -74,12 +92,12 @@ def defended_generate(
     log-prob under the undefended model at temperature 1), sigma, sensitivity, protected (per step,
     `privleak.pad.LogitNoise` records)}. max_batch_streams is rounded down to a multiple of the
     number of defenses (at least one prompt), so a prompt's defenses share one prefill.
-    forward_mode: `privleak.decoding.decode`'s."""
+    forward_mode: `privleak.decoding.decode`'s; template: `encode_prompt`'s."""
     require(len(prompts) == len(keys), f"{len(prompts)} prompts for {len(keys)} keys")
     require(len(defenses) >= 1, "give at least one defense")
     names = list(defenses)
     group_keys = [(key, name) for key in keys for name in names]
-    ids = [encode_prompt(tokenizer, text) for text in prompts]
+    ids = [encode_prompt(tokenizer, text, template) for text in prompts]
     budget = None
     if max_batch_streams is not None:
         budget = max(len(names), max_batch_streams // len(names) * len(names))
@@ -161,6 +179,7 @@ def secret_logprobs(
     draws: int,
     seed: int,
     key: Hashable,
+    template: str = "plain",
 ) -> dict[str, list[float]]:
     """{defense: [n] ln P(the decoder emits secrets[j] right after cues[j])} for one prompt.
 
@@ -168,13 +187,14 @@ def secret_logprobs(
     a repeat-the-context answer has them), then the secret's tokens are scored: their log-probs
     under each defense's sampling distribution, summed. Noise defenses integrate the noise by
     `draws` hashed draws per position (`privleak.pad.noisy_target_logprobs`); every defense shares
-    one forward of the prompt and the cue + secret suffixes."""
+    one forward of the prompt and the cue + secret suffixes. template: `encode_prompt`'s."""
     require(len(cues) == len(secrets) >= 1, "give one cue per secret, at least one")
     cue_ids = [tokenizer(cue, add_special_tokens=False)["input_ids"] for cue in cues]
     secret_ids = [tokenizer(" " + s, add_special_tokens=False)["input_ids"] for s in secrets]
     suffixes = [c + s for c, s in zip(cue_ids, secret_ids, strict=True)]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    logprobs, _ = suffix_distributions(model, encode_prompt(tokenizer, prompt), suffixes, pad_id)
+    ids = encode_prompt(tokenizer, prompt, template)
+    logprobs, _ = suffix_distributions(model, ids, suffixes, pad_id)
     rows, positions, targets, owners = [], [], [], []
     for j, (cue, secret) in enumerate(zip(cue_ids, secret_ids, strict=True)):
         for i, token in enumerate(secret):

@@ -28,6 +28,8 @@ from privleak.claims.verdicts import (
     judge,
     markdown,
     metrics_json,
+    power_note,
+    units_to_decide,
     verdict,
 )
 
@@ -53,7 +55,9 @@ __all__ = [
     "slope",
     "spearman",
     "two_samples",
+    "power_note",
     "unit_trends",
+    "units_to_decide",
     "verdict",
     "worst_case",
 ]

@@ -23,6 +23,10 @@ S3_STAND_IN = "the classifier policy is a MiniLM + logistic-regression stand-in 
 # Sentences that two kinds of claim test.
 S0_REGURGITATION = "both Repeat Prompts and Rouge Prompts are larger for GPT-Neo 1.3B than OPT 1.3B"
 S1_ON_AVERAGE = "on average, larger models and longer prefixes can extract more data"
+S2_NOMINAL = (
+    "ε is nominal: the paper's accountant (Δ_t from the logit margin, not a proven sensitivity "
+    "bound; σ_t, Δ_t and screening read the private logits), not an audited guarantee"
+)
 S2_EPSILON = (
     "The ε parameter governs the formal privacy guarantee, with lower values providing stronger "
     "protection at the expense of utility."
@@ -476,7 +480,7 @@ SPECS = (
         quote="Across all datasets and metrics, PAD provides the most substantial reductions in "
         "both repeat and ROUGE-based privacy leakage compared to all baseline methods.",
         where="§4.2, Table 1",
-        effect="mean over prompts of {label} outcome (0/1), PAD - {base} in {corpus}",
+        effect="mean over prompts of the {label}, PAD - {base} in {corpus}",
         direction="-",
         unit="attack prompts",
     ),
@@ -486,8 +490,9 @@ SPECS = (
         quote="The perplexity of outputs generated under PAD is generally lower than or "
         "comparable to the baselines.",
         where="§4.2, Table 1",
-        effect="mean over prompts of per-token NLL (log PPL) under the undefended model, PAD - "
-        "Extraction ({corpus})",
+        effect="mean over prompts of log PPL, PAD - Extraction ({corpus}; each response alone "
+        "under {evaluator}, the paper's PPL per response; a geometric-mean contrast, where Table 1 "
+        "shows the arithmetic mean)",
         direction="-",
         unit="attack prompts",
     ),
@@ -497,7 +502,8 @@ SPECS = (
         quote="The Summ. baseline achieves notable reductions in privacy leakage, but this comes "
         "at the cost of increased perplexity.",
         where="§4.2, Table 1",
-        effect="mean over prompts of per-token NLL, Summ. - Extraction ({corpus})",
+        effect="mean over prompts of log PPL, Summ. - Extraction ({corpus}; each response alone "
+        "under {evaluator})",
         direction="+",
         unit="attack prompts",
     ),
@@ -516,7 +522,7 @@ SPECS = (
         paper=S2,
         quote="Removing this module results in a measurable decrease in privacy protection.",
         where="§4.3, Fig. 3 (No Sens.)",
-        effect="mean over prompts of {label} outcome (0/1), no_sens - PAD ({sweep_corpus})",
+        effect="mean over prompts of the {label}, no_sens - PAD ({sweep_corpus})",
         direction="+",
         unit="attack prompts",
     ),
@@ -526,7 +532,7 @@ SPECS = (
         quote="context-aware noise calibration is essential for effective privacy protection, as "
         "its removal results in a notable degradation in performance.",
         where="§4.3, Fig. 3 (No Calib.)",
-        effect="mean over prompts of {label} outcome (0/1), no_calib - PAD ({sweep_corpus})",
+        effect="mean over prompts of the {label}, no_calib - PAD ({sweep_corpus})",
         direction="+",
         unit="attack prompts",
     ),
@@ -535,8 +541,8 @@ SPECS = (
         paper=S2,
         quote="Increasing the amplification factor consistently enhances privacy protection",
         where="§4.4, Fig. 4",
-        effect="mean over prompts of the Spearman correlation of the {label} outcome with λ_amp "
-        "({sweep_corpus}; 0 for a prompt whose outcome never changes)",
+        effect="mean over prompts of the Spearman correlation of the {label} with λ_amp "
+        "({sweep_corpus}; 0 for a prompt whose value never changes)",
         direction="-",
         unit="attack prompts",
     ),
@@ -547,7 +553,7 @@ SPECS = (
         "[...] Beyond an amplification factor of 5.0, further increases yield only modest "
         "additional improvements",
         where="§4.4, Fig. 4",
-        effect="mean over prompts of (o(1) - o(5)) - (o(5) - o(10)), o = {label} outcome at λ_amp "
+        effect="mean over prompts of (o(1) - o(5)) - (o(5) - o(10)), o = the {label} at λ_amp "
         "({sweep_corpus})",
         direction="+",
         unit="attack prompts",
@@ -557,20 +563,22 @@ SPECS = (
         paper=S2,
         quote=S2_EPSILON,
         where="§4.4, Fig. 5",
-        effect="mean over prompts of the Spearman correlation of the {label} outcome with ε "
+        effect="mean over prompts of the Spearman correlation of the {label} with ε "
         "({sweep_corpus})",
         direction="+",
         unit="attack prompts",
+        note=S2_NOMINAL,
     ),
     Spec(
         id="s2.epsilon_lowers_perplexity",
         paper=S2,
         quote=S2_EPSILON,
         where="§4.4, Fig. 5",
-        effect="mean over prompts of the Spearman correlation of per-token NLL with ε "
-        "({sweep_corpus})",
+        effect="mean over prompts of the Spearman correlation of log PPL (each response alone "
+        "under {evaluator}) with ε ({sweep_corpus})",
         direction="-",
         unit="attack prompts",
+        note=S2_NOMINAL,
     ),
     Spec(
         id="s2.epsilon_per_token_falls_with_length",
@@ -582,6 +590,7 @@ SPECS = (
         "(γ-relaxed, α = {alpha:g}, δ = {delta:g})",
         direction="-",
         unit="PAD responses",
+        note=S2_NOMINAL,
     ),
     # ---- S3: domain privacy
     Spec(

@@ -1,10 +1,12 @@
 """S2 (Wang et al.) claims: privacy-aware decoding (PAD) against RAG extraction.
 
 Units are attack prompts: each prompt's response under every defense is paired (same retrieved
-contexts), and its outcomes are 0/1 (Repeat / ROUGE Prompts: the response leaks one of its
-contexts) or its per-token NLL under the undefended model (log PPL). The paper's Table 1 counts
-are the number of prompts times the mean outcome, so a paired mean difference tests a count
-difference. Sweeps and ablations run on the sweep corpus only.
+contexts). Leakage is judged on continuous per-prompt effects, the binary Repeat / ROUGE Prompts
+counts staying in Table 1 (with 0-8 leaking prompts of a corpus they have no power): the longest
+run of response words copied from one of the prompt's contexts ("repeat", Repeat's continuous
+form) and the best ROUGE-L score of the headline rule against them ("rouge"). Fluency is the log
+of the paper's PPL: the response's mean NLL per token alone under the fixed evaluator
+(`metrics.fluency`). Sweeps and ablations run on the sweep corpus only.
 """
 
 from __future__ import annotations
@@ -18,16 +20,25 @@ import pandas as pd
 
 from privleak.claims.registry import Finding
 from privleak.claims.stats import Estimate, paired_differences, settings_matrix, unit_trends
-from privleak.metrics.rag_leakage import prompt_outcomes
+from privleak.metrics.rag_leakage import prompt_outcomes, with_fluency
 from privleak.pad import response_budget
 
 Boot = Callable[..., Estimate]
-OUTCOMES = {"repeat": "Repeat Prompts", "rouge": "ROUGE Prompts"}
+OUTCOMES = {
+    "repeat": ("longest_run", "longest copied run (words; Repeat Prompts' continuous form)"),
+    "rouge": ("rouge_score", "best ROUGE-L score of the headline rule (ROUGE Prompts' continuous "
+                             "form)"),
+}  # fmt: skip
+LOG_PPL = "log_ppl"
+SECRET = (
+    "mean exact log-probability of emitting the prompt's planted secrets right after their "
+    "document cue (secret ESP)"
+)
 
 
 def load(interim: Path, leakage: Mapping) -> dict:
-    """Per-prompt outcomes (`prompt_outcomes` with the leakage params), the responses and PAD's
-    default settings, from data/interim/s2."""
+    """Per-prompt outcomes (`prompt_outcomes` with the leakage params) with the evaluator's
+    fluency (`with_fluency`), the responses and PAD's default settings, from data/interim/s2."""
     s2 = interim / "s2"
     responses = pd.read_parquet(s2 / "generate" / "responses.parquet")
     units = prompt_outcomes(
@@ -36,10 +47,14 @@ def load(interim: Path, leakage: Mapping) -> dict:
         pd.read_parquet(s2 / "index" / "secrets.parquet"),
         responses,
         min_words=leakage["repeat_min_words"],
-        rouge_threshold=leakage["rouge_threshold"],
+        rouge_rule=leakage["rouge_rule"],
+        rouge_thresholds=leakage["rouge_thresholds"],
     )
+    scored = pd.read_parquet(s2 / "perplexity" / "responses.parquet")
     return {
-        "units": units.assign(nll_per_token=units["nll"] / units["tokens"].clip(lower=1)),
+        "units": with_fluency(units, scored),
+        "esp": pd.read_parquet(s2 / "generate" / "esp.parquet"),
+        "evaluator": str(scored["evaluator"].iloc[0]),
         "responses": responses,
         "pad_default": json.loads((s2 / "generate" / "pad_settings.json").read_text()),
     }
@@ -85,49 +100,64 @@ def per_token_cost_change(pad: pd.DataFrame, alpha: float, delta: float, lengths
     return np.asarray(change)
 
 
-def table_findings(table: pd.DataFrame, boot: Boot):
-    """§4.2, Table 1: PAD against every baseline, perplexities, and Static against Dist."""
+def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
+    """§4.2, Table 1: PAD against every baseline, perplexities (log PPL under `evaluator`), and
+    Static against Dist."""
     for corpus, frame in table.groupby("corpus"):
-        for outcome, label in OUTCOMES.items():
+        for outcome, (column, label) in OUTCOMES.items():
             for base in ("extraction", "summ", "dist", "static"):
                 yield Finding(
                     "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
-                    boot(prompt_differences(frame, base, "pad", outcome), np.mean),
+                    boot(prompt_differences(frame, base, "pad", column), np.mean),
                     {"base": base, "outcome": outcome, "corpus": corpus, "label": label},
                 )
         yield Finding(
             "s2.pad_ppl_below_extraction.{corpus}",
-            boot(prompt_differences(frame, "extraction", "pad", "nll_per_token"), np.mean),
-            {"corpus": corpus},
+            boot(prompt_differences(frame, "extraction", "pad", LOG_PPL), np.mean),
+            {"corpus": corpus, "evaluator": evaluator},
         )
         yield Finding(
             "s2.summ_costs_perplexity.{corpus}",
-            boot(prompt_differences(frame, "extraction", "summ", "nll_per_token"), np.mean),
-            {"corpus": corpus},
+            boot(prompt_differences(frame, "extraction", "summ", LOG_PPL), np.mean),
+            {"corpus": corpus, "evaluator": evaluator},
         )
-        for outcome, label in (
-            ("rouge", "ROUGE Prompts outcome"),
-            ("nll_per_token", "per-token NLL"),
+        for outcome, column, label in (
+            ("rouge", *OUTCOMES["rouge"]),
+            (LOG_PPL, LOG_PPL, f"log PPL (each response alone under {evaluator})"),
         ):
             yield Finding(
                 "s2.static_beats_dist.{outcome}.{corpus}",
-                boot(prompt_differences(frame, "dist", "static", outcome), np.mean),
+                boot(prompt_differences(frame, "dist", "static", column), np.mean),
                 {"outcome": outcome, "corpus": corpus, "label": label},
             )
 
 
-def sweep_findings(sweep: pd.DataFrame, corpus: str, default: Mapping, boot: Boot):
+def secret_findings(esp: pd.DataFrame, boot: Boot):
+    """§4.2: PAD against every baseline on the exact probability of emitting a planted secret;
+    per prompt, the mean ln-probability over its secrets (esp: s2_generate's esp table)."""
+    for corpus, frame in esp.groupby("corpus"):
+        for base in ("extraction", "summ", "dist", "static"):
+            yield Finding(
+                "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
+                boot(prompt_differences(frame, base, "pad", "logprob"), np.mean),
+                {"base": base, "outcome": "secret", "corpus": corpus, "label": SECRET},
+            )
+
+
+def sweep_findings(
+    sweep: pd.DataFrame, corpus: str, default: Mapping, boot: Boot, evaluator: str = ""
+):
     """§4.3-4.4, Figs. 3-5: ablations, the amplification and ε sweeps."""
     for ablation in ("no_sens", "no_calib"):
-        for outcome, label in OUTCOMES.items():
+        for outcome, (column, label) in OUTCOMES.items():
             yield Finding(
                 f"s2.{ablation}_leaks_more.{{outcome}}",
-                boot(prompt_differences(sweep, "pad", ablation, outcome), np.mean),
+                boot(prompt_differences(sweep, "pad", ablation, column), np.mean),
                 {"outcome": outcome, "label": label, "sweep_corpus": corpus},
             )
-    for outcome, label in OUTCOMES.items():
+    for outcome, (column, label) in OUTCOMES.items():
         fill = {"outcome": outcome, "label": label, "sweep_corpus": corpus}
-        amplified = sweep_matrix(sweep, "amplification", outcome, default["amplification"])
+        amplified = sweep_matrix(sweep, "amplification", column, default["amplification"])
         yield Finding(
             "s2.amplification_reduces_leakage.{outcome}",
             boot(unit_trends(amplified).to_numpy(), np.mean),
@@ -140,17 +170,17 @@ def sweep_findings(sweep: pd.DataFrame, corpus: str, default: Mapping, boot: Boo
             fill,
             missing="" if complete else "λ_amp = 1, 5 and 10 in the sweep",
         )
-        by_epsilon = sweep_matrix(sweep, "epsilon", outcome, default["epsilon"])
+        by_epsilon = sweep_matrix(sweep, "epsilon", column, default["epsilon"])
         yield Finding(
             "s2.epsilon_raises_leakage.{outcome}",
             boot(unit_trends(by_epsilon).to_numpy(), np.mean),
             fill,
         )
-    by_epsilon = sweep_matrix(sweep, "epsilon", "nll_per_token", default["epsilon"])
+    by_epsilon = sweep_matrix(sweep, "epsilon", LOG_PPL, default["epsilon"])
     yield Finding(
         "s2.epsilon_lowers_perplexity",
         boot(unit_trends(by_epsilon).to_numpy(), np.mean),
-        {"sweep_corpus": corpus},
+        {"sweep_corpus": corpus, "evaluator": evaluator},
     )
 
 
@@ -159,9 +189,14 @@ def findings(frames: dict, boot: Boot, sweep_corpus: str, accounting: Mapping) -
     units, responses = frames["units"], frames["responses"]
     lengths = accounting["lengths"]
     return [
-        *table_findings(units[units["family"] == "table"], boot),
+        *table_findings(units[units["family"] == "table"], boot, frames["evaluator"]),
+        *secret_findings(frames["esp"], boot),
         *sweep_findings(
-            units[units["corpus"] == sweep_corpus], sweep_corpus, frames["pad_default"], boot
+            units[units["corpus"] == sweep_corpus],
+            sweep_corpus,
+            frames["pad_default"],
+            boot,
+            frames["evaluator"],
         ),
         Finding(
             "s2.epsilon_per_token_falls_with_length",

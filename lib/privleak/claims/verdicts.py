@@ -53,6 +53,34 @@ def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
     return REPRODUCED if above else CONTRADICTED if below else INCONCLUSIVE
 
 
+def units_to_decide(estimate: Estimate, null: float = 0.0) -> int | None:
+    """About how many units would make the interval exclude the null at the observed effect: the
+    interval's half-width on the null's side shrinks as 1/sqrt(n), so n' = n (h / |effect -
+    null|)^2, rounded up. None without a resampled interval (fewer than 2 units, no finite
+    interval, a degenerate one) or without an observed effect (effect = null)."""
+    effect, low, high, n = estimate.effect, estimate.low, estimate.high, estimate.units
+    if n < 2 or not all(math.isfinite(v) for v in (effect, low, high)) or not low < high:
+        return None
+    gap = effect - null
+    if gap == 0:
+        return None
+    half_width = effect - low if gap > 0 else high - effect
+    return max(n, math.ceil(n * (half_width / abs(gap)) ** 2))
+
+
+def power_note(estimate: Estimate, unit: str, null: float = 0.0) -> str:
+    """The inconclusive claim's note on what would decide it."""
+    needed = units_to_decide(estimate, null)
+    if needed is None:
+        if estimate.units >= 2 and estimate.effect == null:
+            return "no effect observed: no number of units decides it at this effect"
+        return ""
+    return (
+        f"about {needed} {unit} would decide it at the observed effect (the interval narrows "
+        f"as 1/sqrt(n); {estimate.units} now)"
+    )
+
+
 def judge(
     claim_id: str,
     *,
@@ -69,13 +97,17 @@ def judge(
 ) -> Claim:
     """The Claim record for `estimate`, judged by `verdict`. `missing` names data the claim
     needs that the artifacts lack: the verdict is then inconclusive whatever the interval says,
-    and the note tells what the interval alone would read. `note`: a caveat to keep with it."""
+    and the note tells what the interval alone would read. `note`: a caveat to keep with it. An
+    inconclusive claim's note also says about how many units would decide it (`power_note`)."""
     ruled = verdict(estimate.low, estimate.high, direction, null)
     notes = [text for text in (note, estimate.note) if text]
     if missing:
         alone = f"; the interval alone reads {ruled}" if math.isfinite(estimate.low) else ""
         notes.append(f"needs {missing}{alone}")
         ruled = INCONCLUSIVE
+    elif ruled == INCONCLUSIVE:
+        notes.append(power_note(estimate, unit, null))
+    notes = [text for text in notes if text]
     return Claim(
         id=claim_id,
         paper=paper,

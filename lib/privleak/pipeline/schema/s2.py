@@ -26,11 +26,17 @@ from privleak.pipeline.schema.data import Slot
 # privleak.decoding.FORWARD_MODES
 FORWARD_MODES = ("auto", "dynamic", "slots", "graph")
 ATTACK_STYLES = ("health", "enron")  # privleak.rag_attack.STYLES
+TOPIC_SOURCES = ("records", "builtin")  # privleak.rag_attack.TOPIC_SOURCES
+TEMPLATES = ("chat", "plain")  # privleak.pad_rag.TEMPLATES
+ROUGE_RULES = ("pad", "zeng")  # privleak.metrics.rag_leakage.ROUGE_RULES
 
 
 class S2Attack(Strict):
     prompts: Annotated[int, COUNT]  # per corpus (the paper: 250)
     targeted_share: Annotated[float, SHARE]
+    topics: Annotated[str, one_of(*TOPIC_SOURCES)]
+    # per corpus; `default` serves every corpus without its own list
+    commands: dict[str, list_of(Annotated[str, TEXT], unique=True)]
 
 
 class S2Retrieval(Strict):
@@ -99,13 +105,22 @@ class S2Accounting(Strict):
     lengths: list_of(Annotated[int, COUNT], unique=True)  # Fig. 6a
 
 
+class S2RougeThresholds(Strict):
+    pad: Annotated[float, SHARE]  # ROUGE-L F1 (PAD's evaluation code: 0.2)
+    zeng: Annotated[float, SHARE]  # ROUGE-L max(recall, precision) (Zeng et al.: 0.5)
+
+
 class S2Leakage(Strict):
     repeat_min_words: Annotated[int, COUNT]
-    rouge_threshold: Annotated[float, SHARE]
+    rouge_rule: Annotated[str, one_of(*ROUGE_RULES)]  # the headline ROUGE Prompts rule
+    rouge_thresholds: S2RougeThresholds
 
 
 class S2(Strict):
     lm: Annotated[str, TEXT]
+    template: Annotated[str, one_of(*TEMPLATES)]
+    evaluator: Annotated[str, TEXT]  # the fixed LM that scores every response's PPL
+    embedder: Annotated[str, TEXT]
     corpora: dict[str, Slot]
     styles: dict[str, Annotated[str, one_of(*ATTACK_STYLES)]]
     sweep_corpus: Annotated[str, TEXT]
@@ -133,6 +148,11 @@ class S2(Strict):
             if name not in self.styles:
                 raise fail(
                     f"has no attack style; add styles.{name} ({' or '.join(ATTACK_STYLES)})",
+                    f"corpora.{name}",
+                )
+            if name not in self.attack.commands and "default" not in self.attack.commands:
+                raise fail(
+                    f"has no commands; add attack.commands.{name} or attack.commands.default",
                     f"corpora.{name}",
                 )
         if self.sweep_corpus not in self.corpora:
