@@ -10,6 +10,7 @@ import pytest
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s2, s4
 from privleak.claims.registry import bootstrapper, claim
 from privleak.metrics.rag_leakage import with_fluency
+from privleak.pad import RDP_ORDERS
 
 BOOT = bootstrapper(
     {"n_boot": 300, "seed": 0, "alpha": 0.05, "min_units": 3, "method": "percentile"}
@@ -126,12 +127,11 @@ def test_s4_accuracy_spearman_per_epsilon_and_censoring():
 def test_per_token_cost_change_skips_short_responses_and_divides_by_length():
     long = {"sigma": [1.0] * 8, "sensitivity": [1.0] * 8, "protected": [1.0] * 8}
     short = {"sigma": [1.0] * 3, "sensitivity": [1.0] * 3, "protected": [1.0] * 3}
-    change = s2.per_token_cost_change(pd.DataFrame([long, short]), 10.0, 1e-5, [4, 8])
-    cost = [
-        s2.response_budget([1.0] * n, [1.0] * n, np.ones(n, bool), 10.0, 1e-5).epsilon_relaxed / n
-        for n in (4, 8)
-    ]
+    change = s2.per_token_cost_change(pd.DataFrame([long, short]), 1e-5, [4, 8])
+    # n steps of Δ = σ = 1: RDP n α / 2, so ε(α) = n α / 2 + ln(1e5) / (α - 1), least on the grid
+    cost = [min(n * a / 2 + np.log(1e5) / (a - 1) for a in RDP_ORDERS) / n for n in (4, 8)]
     assert change == pytest.approx([cost[1] - cost[0]])
+    assert change[0] < 0  # the conversion term is amortised over more tokens
 
 
 def test_sweep_findings_cover_both_ablations_and_the_sweeps():

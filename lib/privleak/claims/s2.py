@@ -21,7 +21,7 @@ import pandas as pd
 from privleak.claims.registry import Finding
 from privleak.claims.stats import Estimate, paired_differences, settings_matrix, unit_trends
 from privleak.metrics.rag_leakage import prompt_outcomes, with_fluency
-from privleak.pad import response_budget
+from privleak.pad import optimal_response_budget
 
 Boot = Callable[..., Estimate]
 OUTCOMES = {
@@ -82,16 +82,17 @@ def diminishing_gains(amplified: pd.DataFrame) -> np.ndarray:
     return gains.dropna().to_numpy()
 
 
-def per_token_cost_change(pad: pd.DataFrame, alpha: float, delta: float, lengths) -> np.ndarray:
+def per_token_cost_change(pad: pd.DataFrame, delta: float, lengths) -> np.ndarray:
     """Per PAD response at least max(lengths) tokens long: ε/L at the longest L minus at the
-    shortest (γ-relaxed RDP of the response's first L steps)."""
+    shortest (γ-relaxed ε of the response's first L steps at the α that minimises it, as the
+    paper reports ε, App. C.3)."""
     shortest, longest = min(lengths), max(lengths)
     change = []
     for r in pad.itertuples():
         if len(r.sigma) >= longest:
             cost = [
-                response_budget(
-                    r.sigma[:n], r.sensitivity[:n], np.asarray(r.protected[:n]) > 0.5, alpha, delta
+                optimal_response_budget(
+                    r.sigma[:n], r.sensitivity[:n], np.asarray(r.protected[:n]) > 0.5, delta
                 ).epsilon_relaxed
                 / n
                 for n in (shortest, longest)
@@ -202,10 +203,7 @@ def findings(frames: dict, boot: Boot, sweep_corpus: str, accounting: Mapping) -
             "s2.epsilon_per_token_falls_with_length",
             boot(
                 per_token_cost_change(
-                    responses[responses["defense"] == "pad"],
-                    accounting["alpha"],
-                    accounting["delta"],
-                    lengths,
+                    responses[responses["defense"] == "pad"], accounting["delta"], lengths
                 ),
                 np.mean,
             ),
