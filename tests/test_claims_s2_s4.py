@@ -59,6 +59,11 @@ def test_perplexity_claims_pair_the_evaluators_log_ppl_and_skip_unscored_respons
     assert ppl.effect == pytest.approx(1.0) and ppl.units == 3  # the unscored prompt is left out
     assert found["s2.summ_costs_perplexity.enron"].estimate.effect == pytest.approx(2.0)
     assert "s2.static_beats_dist.log_ppl.enron" in found
+    assert found["s2.pad_ppl_below_extraction.enron"].note == (
+        "PPL evaluator tiny stands in for PAD's EleutherAI/pythia-6.9b"
+    )
+    assert s2.evaluator_note("EleutherAI/pythia-6.9b") == ""
+    assert found["s2.static_beats_dist.rouge.enron"].note == ""
 
 
 def test_secret_findings_pair_each_prompts_mean_secret_logprob():

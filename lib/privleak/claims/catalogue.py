@@ -491,7 +491,7 @@ SPECS = (
         "comparable to the baselines.",
         where="§4.2, Table 1",
         effect="mean over prompts of log PPL, PAD - Extraction ({corpus}; each response alone "
-        "under {evaluator}, the paper's PPL per response; a geometric-mean contrast, where Table 1 "
+        "under {evaluator}, as the paper defines PPL; a geometric-mean contrast, where Table 1 "
         "shows the arithmetic mean)",
         direction="-",
         unit="attack prompts",

@@ -30,6 +30,16 @@ OUTCOMES = {
                              "form)"),
 }  # fmt: skip
 LOG_PPL = "log_ppl"
+PAPER_EVALUATOR = "EleutherAI/pythia-6.9b"  # PAD's evaluation code
+
+
+def evaluator_note(evaluator: str) -> str:
+    """The caveat of a PPL claim scored by another evaluator than PAD's."""
+    if evaluator == PAPER_EVALUATOR:
+        return ""
+    return f"PPL evaluator {evaluator} stands in for PAD's {PAPER_EVALUATOR}"
+
+
 SECRET = (
     "mean exact log-probability of emitting the prompt's planted secrets right after their "
     "document cue (secret ESP)"
@@ -116,11 +126,13 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
             "s2.pad_ppl_below_extraction.{corpus}",
             boot(prompt_differences(frame, "extraction", "pad", LOG_PPL), np.mean),
             {"corpus": corpus, "evaluator": evaluator},
+            note=evaluator_note(evaluator),
         )
         yield Finding(
             "s2.summ_costs_perplexity.{corpus}",
             boot(prompt_differences(frame, "extraction", "summ", LOG_PPL), np.mean),
             {"corpus": corpus, "evaluator": evaluator},
+            note=evaluator_note(evaluator),
         )
         for outcome, column, label in (
             ("rouge", *OUTCOMES["rouge"]),
@@ -130,6 +142,7 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
                 "s2.static_beats_dist.{outcome}.{corpus}",
                 boot(prompt_differences(frame, "dist", "static", column), np.mean),
                 {"outcome": outcome, "corpus": corpus, "label": label},
+                note=evaluator_note(evaluator) if column == LOG_PPL else "",
             )
 
 
@@ -182,6 +195,7 @@ def sweep_findings(
         "s2.epsilon_lowers_perplexity",
         boot(unit_trends(by_epsilon).to_numpy(), np.mean),
         {"sweep_corpus": corpus, "evaluator": evaluator},
+        note=evaluator_note(evaluator),
     )
 
 
