@@ -21,7 +21,6 @@ accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "length
 leakage = {"repeat_min_words": 20, "rouge_rule": "pad",
            "rouge_thresholds": {"pad": 0.2, "zeng": 0.5}}  # fmt: skip
 domain = "AIRLINE"
-pseudocount = 0.5
 
 # %%
 from privleak.claims import claims_frame, counts, markdown, metrics_json, s0, s1, s2, s3, s4
@@ -64,7 +63,6 @@ found = evaluate(
             boot,
             claims,
             domain=domain,
-            pseudocount=pseudocount,
             seeds_rule=SEEDS,
         ),
         *s4.findings(frames["s4"], boot),

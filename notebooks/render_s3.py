@@ -4,29 +4,30 @@
 # s3_attack (samples with their NLLs and leak flags, test perplexity).
 #
 # For each policy F (keyword, classifier) and each of the six targets (the redaction-dependent
-# ones in their version redacted by F):
+# ones in their version redacted by F), over every training run of the target:
 # - the LiRa attack success rate: for each leaked domain j, each prompt's sample with the highest
-#   score log(ppl under M_{D without d_j}) / log(ppl under the target) is selected (per_prompt=1:
-#   the attacker's best guess per context), and succeeds when F_j flags one of its words; the
-#   rate is #successes / #non-empty samples, per domain j and overall (a sample counts once
-#   however many domains it leaks). The interval is a percentile bootstrap over prompts (a
-#   prompt's samples are drawn together); with no success at all every resample reads 0, so
-#   the interval is [0, upper] from `lira.zero_success_interval` instead (an exact binomial
-#   bound over prompts on the share whose picks leak, times the largest rate the picks allow);
-# - test perplexity;
+#   score log(ppl under M_{D without d_j}) / log(ppl under the target) is selected (per prompt and
+#   training run: the attacker's best guess per context), and succeeds when F_j flags one of its
+#   words. The rate is flagged picks / non-empty picks, per domain j and overall (a sample counts
+#   once however many domains it leaks); `rate_per_generation`, the paper's literal
+#   #success / #non-empty generations, is kept beside it. The interval is a percentile bootstrap
+#   over training runs x prompts (crossed); where no pick succeeds it is [0, an exact binomial
+#   bound over (run, prompt) cells] (`lira.zero_success_interval`);
+# - the rates corrected for the policy's error rates (Rogan-Gladen, `privleak.policy_quality`):
+#   with recall and false-positive rate measured on held-out turns by s3_prepare;
+# - test perplexity, the mean over runs (and its range);
 # - domain privacy per j: C_hat = Pr[target's sample flagged by F_j] / Pr[reference M_{D without
-#   d_j}'s sample flagged by F_j], over every non-empty sample of each model, with add-
-#   `render.pseudocount` rates and a bootstrap interval over prompts (target and reference
-#   samples of a prompt drawn together).
+#   d_j}'s sample flagged by F_j], over every non-empty sample of each model, the plain ratio,
+#   with a bootstrap interval over runs x prompts; where the reference never flags, C_hat is not
+#   estimable and only a lower bound is reported (`bound` = lower).
 # Fig. 1 plots LiRa success against test perplexity, one panel per policy (lower is better on
-# both axes); "2x" marks JFT, which fine-tunes twice. Fig. 1 and its table show training run 0;
-# with `s3.seeds` > 1, render_claims resamples every run.
+# both axes); "2x" marks JFT, which fine-tunes twice.
 
 # %% tags=["parameters"]
 seed = 0
 figures = {"formats": ["png", "pdf"]}
 domain = "AIRLINE"
-render = {"n_boot": 200, "alpha": 0.05, "pseudocount": 0.5}
+render = {"n_boot": 200, "alpha": 0.05}
 
 # %%
 import json
@@ -39,37 +40,68 @@ import seaborn as sns
 
 from privleak.errors import require
 from privleak.figures import check_formats, outside_legend, save_figure, save_table, style
-from privleak.lira import OVERALL, domain_privacy_table, lira_success_table
+from privleak.lira import (
+    OVERALL,
+    cell_counts,
+    domain_privacy_table,
+    lira_success_table,
+)
 from privleak.pipeline import paths
+from privleak.policy_quality import corrected_rate_interval
 
 style()
 FIG = paths.FIGURES / "s3"
 FORMATS = check_formats(figures["formats"])
 S3 = paths.INTERIM / "s3"
-POLICIES = {"keyword": "keyword policy", "classifier": "classifier policy (MiniLM windows)"}
-TARGETS = [f"{domain} Only", "Public", "Pub+Redacted", "Private", "JFT", "Redaction Schedule"]
+setup = json.loads((S3 / "prepare" / "policies.json").read_text())
+POLICIES = {"keyword": "keyword policy", "classifier": "classifier policy"}
+LABELS = {
+    "keyword": f"keyword policy ({setup['keyword']} lists)",
+    "classifier": setup["classifier"],
+}
 SHOWN = {"JFT": "JFT (2x)"}  # the paper's mark of double training cost
 
 trained = pd.read_parquet(S3 / "train" / "train_log.parquet")
-log = trained[trained["run"] == 0]
+schedule_target = trained.loc[trained["kind"] == "schedule", "target"].iloc[0]
+TARGETS = [f"{domain} Only", "Public", "Pub+Redacted", "Private", "JFT", schedule_target]
+REDACTED = ("Pub+Redacted", "JFT", schedule_target)  # trained on redacted dialogs, in part
+log = trained[trained["without"].isna()]
+runs = sorted(trained["run"].unique())
 samples = pd.read_parquet(S3 / "attack" / "samples.parquet")
 ppl = pd.read_parquet(S3 / "attack" / "ppl.parquet").set_index("model")["test_ppl"]
 redaction = pd.read_parquet(S3 / "prepare" / "redaction.parquet")
+turn_flags = pd.read_parquet(S3 / "prepare" / "turn_flags.parquet")
+quality = pd.read_parquet(S3 / "prepare" / "policy_quality.parquet")
 leaked = [c.removeprefix("nll_without_") for c in samples.columns if c.startswith("nll_without_")]
-references = log.dropna(subset=["without"]).set_index("without")["model"].to_dict()
+references = trained.dropna(subset=["without"]).set_index("without")["model"].to_dict()
 masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
 masked_share = (masked["words_masked"] / masked["words"]).to_dict()
 level = f"{100 * (1 - render['alpha']):g} %"  # the intervals' confidence level, for captions
 print(
-    f"prompted domain {domain}; leaked domains {leaked}; references {references}; training run 0 "
-    f"of {trained['run'].nunique()}"
+    f"prompted domain {domain}; leaked domains {leaked}; references {references}; "
+    f"{len(runs)} training runs of every target"
 )
 
 
-def model_of(target: str, policy: str) -> pd.Series:
+def models_of(target: str, policy: str) -> pd.DataFrame:
+    """The target's models under `policy` (its own redacted version where it has one), one per
+    training run."""
     rows = log[(log["target"] == target) & (log["policy"].isna() | (log["policy"] == policy))]
-    require(len(rows) == 1, f"render_s3: {len(rows)} models of target {target!r} under {policy}")
-    return rows.iloc[0]
+    require(
+        len(rows) == len(runs),
+        f"render_s3: {len(rows)} models of target {target!r} under {policy}, {len(runs)} runs",
+    )
+    return rows.sort_values("run")
+
+
+def error_rows(policy: str, j: str, dialog_domain: str) -> np.ndarray:
+    """[dialogs, 2] (flagged turns, turns) of F_j on the held-out dialogs of dialog_domain."""
+    part = turn_flags[
+        (turn_flags["policy"] == policy)
+        & (turn_flags["flagged_for"] == j)
+        & (turn_flags["dialog_domain"] == dialog_domain)
+    ]
+    return part[["flagged_turns", "turns"]].to_numpy(dtype=float)
 
 
 # %% [markdown]
@@ -83,24 +115,39 @@ reference_samples = {j: samples[samples["model"] == references[j]] for j in leak
 rows, metrics_targets = [], {}
 for policy in POLICIES:
     for target in TARGETS:
-        entry = model_of(target, policy)
-        drawn = samples[samples["model"] == entry["model"]].reset_index(drop=True)
-        rates = lira_success_table(drawn, policy, leaked, **BOOT)
-        ratios = domain_privacy_table(
-            drawn, reference_samples, policy, **BOOT, pseudocount=render["pseudocount"]
-        )
+        entries = models_of(target, policy)
+        run_of = dict(zip(entries["model"], entries["run"], strict=True))
+        drawn = samples[samples["model"].isin(run_of)].reset_index(drop=True)
+        drawn_runs = drawn["model"].map(run_of).tolist()
+        rates = lira_success_table(drawn, policy, leaked, runs=drawn_runs, **BOOT)
+        counts = cell_counts(drawn, policy, leaked, runs=drawn_runs)
+        for j in leaked:
+            corrected = corrected_rate_interval(
+                counts[j], error_rows(policy, j, j), error_rows(policy, j, domain), **BOOT
+            )
+            rates[j] |= {
+                "corrected": corrected.estimate,
+                "corrected_low": corrected.low,
+                "corrected_high": corrected.high,
+            }
+        ratios = domain_privacy_table(drawn, reference_samples, policy, runs=drawn_runs, **BOOT)
+        run_ppl = ppl[entries["model"]]
         summary = {
-            "model": entry["model"],
-            "test_ppl": ppl[entry["model"]],
-            "epsilon": entry["epsilon"],
-            "relative_cost": entry["relative_cost"],
+            "models": entries["model"].tolist(),
+            "runs": len(entries),
+            "test_ppl": float(run_ppl.mean()),
+            "test_ppl_min": float(run_ppl.min()),
+            "test_ppl_max": float(run_ppl.max()),
+            "epsilon": float(entries["epsilon"].max()),
+            "relative_cost": float(entries["relative_cost"].mean()),
         }
         metrics_targets.setdefault(policy, {})[target] = summary | {
             "lira_success": rates,
             "domain_privacy": ratios,
         }
         row = {"policy": policy, "target": target, **summary}
-        row["train_masked_share"] = masked_share[policy] if entry["policy"] == policy else 0.0
+        row.pop("models")
+        row["train_masked_share"] = masked_share[policy] if target in REDACTED else 0.0
         row |= {"nonempty": rates[OVERALL]["nonempty"], "samples": len(drawn)}
         for key, rate in rates.items():
             suffix = "" if key == OVERALL else f"_{key}"
@@ -109,18 +156,28 @@ for policy in POLICIES:
                 f"lira_low{suffix}": rate["low"],
                 f"lira_high{suffix}": rate["high"],
                 f"successes{suffix}": rate["successes"],
+                f"selected{suffix}": rate["selected"],
+                f"rate_per_generation{suffix}": rate["rate_per_generation"],
             }
+            if key != OVERALL:
+                row |= {
+                    f"{name}{suffix}": rate[name]
+                    for name in ("corrected", "corrected_low", "corrected_high")
+                }
         for j, ratio in ratios.items():
             row |= {
                 f"domain_privacy_{j}": ratio["ratio"],
                 f"domain_privacy_low_{j}": ratio["low"],
                 f"domain_privacy_high_{j}": ratio["high"],
+                f"domain_privacy_bound_{j}": ratio["bound"],
                 f"target_leak_rate_{j}": ratio["target_rate"],
                 f"reference_leak_rate_{j}": ratio["reference_rate"],
             }
         rows.append(row)
 table = pd.DataFrame(rows)
 table[["policy", "target", "test_ppl", "lira_success", "lira_low", "lira_high", "nonempty"]]
+
+dp_epsilon = float(log["epsilon"].max())
 
 # %% [markdown]
 # ## Fig. 1: LiRa success rate vs test perplexity
@@ -173,9 +230,11 @@ for ax in axes[1:]:
     ax.get_legend().remove()
 outside_legend(fig, axes[0], title="target", below=True)
 fig.suptitle(
-    f"S3 Fig. 1: LiRa success rate vs test perplexity ({domain} prompts; lower is better on "
-    f"both axes; 2x: double training cost)\n{level} bootstrap intervals over prompts (exact "
-    "binomial bound over prompts at 0 successes)"
+    f"S3 Fig. 1: LiRa success rate (flagged picks / non-empty picks) vs test perplexity ({domain} "
+    f"prompts; lower is better on both axes; 2x: double training cost)\n{level} bootstrap "
+    f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes); "
+    f"JFT and the schedule: selective DP at epsilon {dp_epsilon:.2f}, relative to the policy\n"
+    + LABELS["classifier"]
 )
 save_figure(fig, FIG / "s3_fig1", FORMATS)
 
@@ -186,33 +245,63 @@ save_figure(fig, FIG / "s3_fig1", FORMATS)
 columns = [
     "policy",
     "target",
-    "model",
+    "runs",
     "test_ppl",
     "lira_success",
     "lira_low",
     "lira_high",
     "successes",
-    "nonempty",
-    "samples",
+    "selected",
+    "rate_per_generation",
 ]
 columns += [
     f"{m}_{j}"
     for j in leaked
-    for m in ("lira_success", "domain_privacy", "domain_privacy_low", "domain_privacy_high")
+    for m in (
+        "lira_success",
+        "corrected",
+        "corrected_low",
+        "corrected_high",
+        "domain_privacy",
+        "domain_privacy_low",
+        "domain_privacy_high",
+        "domain_privacy_bound",
+    )  # fmt: skip
 ]
 columns += ["epsilon", "relative_cost", "train_masked_share"]
 save_table(
     table[columns + [c for c in table.columns if c not in columns]],
     FIG / "s3_table1",
     csv_only=[c for c in table.columns if c not in columns],
-    note=f"S3 Fig. 1's data: per policy and target, the LiRa success rate on {domain} prompts "
-    f"(one selected sample per prompt and leaked domain, {', '.join(leaked)}; successes / "
-    f"non-empty samples) with a {level} bootstrap interval over prompts (at 0 successes [0, an "
-    "exact binomial bound over prompts], where every resample reads 0), test perplexity, and "
-    f"domain privacy C per leaked domain (leak rate of the target / of M_(D without d_j), "
-    f"add-{render['pseudocount']:g} rates). relative_cost: training tokens / Public's; "
-    "train_masked_share: the share of train words the policy masked in the model's data.",
+    note=f"S3 Fig. 1's data over {len(runs)} training runs of every target: per policy and "
+    f"target, the LiRa success rate on {domain} prompts (one pick per prompt, run and leaked "
+    f"domain, {', '.join(leaked)}; flagged picks / non-empty picks; rate_per_generation: the "
+    f"paper's literal successes / non-empty generations) with a {level} bootstrap interval over "
+    "runs x prompts (at 0 successes [0, an exact binomial bound over (run, prompt) cells]); "
+    "corrected_<j>: the per-domain rate corrected for the policy's recall and false-positive "
+    "rate on held-out turns (Rogan-Gladen; s3_policy_quality); test perplexity (mean over runs); "
+    "domain privacy C per leaked domain, the plain ratio of the target's to M_(D without d_j)'s "
+    "flagged share of non-empty samples (bound = lower: the reference never flags, so only a "
+    "lower bound; none: neither flags). epsilon: Private's DP guarantee; JFT's and the "
+    "Redaction Schedule's are selective DP, relative to the policy (what it missed was trained "
+    "on without noise). relative_cost: training tokens / Public's; train_masked_share: the "
+    f"share of train words the policy masked. {LABELS['classifier']}; {LABELS['keyword']}.",
 )
+
+# %% [markdown]
+# ## The policies as instruments: precision and recall on held-out turns
+
+# %%
+save_table(
+    quality,
+    FIG / "s3_policy_quality",
+    note="S3 policies measured on the held-out test dialogs, one unit per turn labelled with its "
+    "dialog's domain: recall (flagged share of domain j's turns), false-positive rate per other "
+    "domain (flagged share of its turns) and precision (share of flagged turns that are j's), "
+    f"with {100 * (1 - 0.05):g} % bootstrap intervals over dialogs resampled within their domain. "
+    f"{LABELS['classifier']}; {LABELS['keyword']}.",
+)
+quality.round(3)
 
 
 def finite(value):

@@ -2,12 +2,13 @@
 # # S3 — the LiRa attack: samples, their scores, their leaks, and test perplexity
 # Every model of s3_train (the targets and the references M_{D without d_j}) continues each attack
 # prompt (`attack.samples` draws, top-k `attack.top_k`, at most `attack.max_new_tokens` tokens,
-# stopping at EOS; a draw depends only on (seed, prompt, draw index), so every training run of a
-# target draws with the same random numbers and runs differ by their models only). Each sample is
-# scored by its mean token NLL (`privleak.lira_sampling.sequence_nll`, the log-perplexity of the
-# sampled ids given the prompt) under the model itself and under every reference, and checked by
-# both policies for every leaked domain j (the private domains other than `domain`): a sample leaks
-# j when F_j flags one of its words. Empty samples (whitespace only) get no score.
+# stopping at EOS, never the redaction token; a draw depends only on (seed, prompt, draw index), so
+# every training run of a target draws with the same random numbers and runs differ by their models
+# only). Each sample is scored by its mean token NLL (`privleak.lira_sampling.sequence_nll`, the
+# log-perplexity of the sampled ids given the prompt) under the model itself and under every
+# reference, and checked by both policies for every leaked domain j (the private domains other than
+# `domain`): a sample leaks j when F_j flags one of its words. Empty samples (whitespace only) get
+# no score.
 #
 # Held-out perplexity: each model on all test dialogs (`privleak.lira_sampling.held_out_nll`, chunks
 # of `train.seq_len` tokens as in training), kept per dialog too so that perplexity contrasts can be
@@ -47,7 +48,14 @@ from privleak.errors import require
 from privleak.lira_sampling import held_out_nll, sample_continuations, sequence_nll
 from privleak.models import load_embedder
 from privleak.pipeline import checkpoint, paths
-from privleak.policies import ClassifierPolicy, KeywordPolicy, sentence_embed
+from privleak.policies import (
+    MASK,
+    SEQUENCE_POLICY_FILE,
+    ClassifierPolicy,
+    KeywordPolicy,
+    SequenceClassifierPolicy,
+    sentence_embed,
+)
 
 PREPARE, MODELS = paths.INTERIM / "s3" / "prepare", paths.INTERIM / "s3" / "models"
 OUT = paths.INTERIM / "s3" / "attack"
@@ -105,6 +113,7 @@ for name in log["model"]:
         seed=seed,
         max_batch_streams=attack["max_batch_streams"],
         eos_token_id=tokenizer.eos_token_id,
+        forbidden_token_ids=[tokenizer.convert_tokens_to_ids(MASK)],
         cache=store.cache("samples", name),
     )
     table = pd.DataFrame(rows)
@@ -145,17 +154,23 @@ timings["reference NLL"] = time.perf_counter() - started
 
 # %%
 started = time.perf_counter()
-classifier_saved = json.loads((PREPARE / "classifier.json").read_text())
-require(
-    classifier_saved["embedder"] == embedder,
-    f"s3_attack: the classifier policy was fit on {classifier_saved['embedder']!r} embeddings, "
-    f"but models.embedder is {embedder!r}; rerun s3_prepare",
-)
+if (PREPARE / "classifier" / SEQUENCE_POLICY_FILE).is_file():  # classifier.kind: sequence
+    classifier_policy = SequenceClassifierPolicy.load(
+        PREPARE / "classifier", device=device, batch_size=attack["batch_size"]
+    )
+else:
+    classifier_saved = json.loads((PREPARE / "classifier.json").read_text())
+    require(
+        classifier_saved["embedder"] == embedder,
+        f"s3_attack: the classifier policy was fit on {classifier_saved['embedder']!r} "
+        f"embeddings, but models.embedder is {embedder!r}; rerun s3_prepare",
+    )
+    classifier_policy = ClassifierPolicy.from_dict(
+        classifier_saved, sentence_embed(load_embedder(embedder, device=device))
+    )
 policies = {
     "keyword": KeywordPolicy(json.loads((PREPARE / "keywords.json").read_text())),
-    "classifier": ClassifierPolicy.from_dict(
-        classifier_saved, sentence_embed(load_embedder(embedder, device=device))
-    ),
+    "classifier": classifier_policy,
 }
 samples = pd.concat(per_model.values(), ignore_index=True)
 texts = samples["text"].tolist()
@@ -189,6 +204,11 @@ for row in shown.itertuples():
 require(
     bool(samples.loc[~samples["empty"], "nll_self"].notna().all()),
     "s3_attack: a non-empty sample has no NLL",
+)
+# The redaction token is forbidden at sampling; no sample may show the mask as text either.
+require(
+    not samples["text"].str.contains(MASK, regex=False).any(),
+    f"s3_attack: a sample holds the redaction text {MASK!r}",
 )
 pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable
 

@@ -7,17 +7,18 @@
 # dialog's first `attack.context_turns` lines (the model continues with the next turn).
 #
 # Two policy functions F_d mark the words of a text that are sensitive for domain d:
-# - keyword: the words of d's hand-crafted keywords (`keywords`; null = privleak's built-in
-#   list of each private domain);
-# - classifier (the stand-in for the paper's fine-tuned RoBERTa): a logistic regression on
-#   sentence embeddings (`models.embedder`) of `classifier.window`-word windows of the train
-#   dialogs, each labelled with its dialog's domain, and of the dialogs of `classifier.public`
-#   (domains that are not private; null: none), labelled "none"; a word is flagged for d when a
-#   window containing it reads as d with probability above `classifier.threshold`. The public
-#   class takes the greetings, names and phrasing every customer-service dialog shares, so they
-#   stop reading as some private domain, and short windows (2 words, as the official code
-#   classifies 1- and 2-grams) keep the flags on the domain-specific words instead of spreading
-#   them to every neighbour in a long window.
+# - keyword: the words of d's hand-crafted keywords (`keywords`; null = the synthetic dialog
+#   generator's list of each private domain, multidogo = lists for the real MultiDoGo domains);
+# - classifier (`classifier.kind: sequence`, the paper's kind): a sequence classifier fine-tuned
+#   from `classifier.model` (the official code fine-tunes roberta-base; the embedded profile the
+#   family's pretrained LM, a stand-in) on `classifier.window`-word windows of the train dialogs,
+#   each labelled with its dialog's domain, and of the dialogs of `classifier.public` (domains
+#   that are not private; null: none), labelled "none"; a word is flagged for d when a window
+#   containing it reads as d with probability above `classifier.threshold` (official: 16-word
+#   windows, 0.96). The public class takes the greetings, names and phrasing every
+#   customer-service dialog shares, so they stop reading as some private domain.
+#   `kind: embedding_logistic` is a cheaper stand-in: a logistic regression on sentence
+#   embeddings (`models.embedder`) of the same windows.
 #
 # Each policy gives a redacted copy of the train set: every dialog of a private domain has the
 # words its own domain's policy flags masked (public domains, if D has any, stay as they are).
@@ -37,10 +38,13 @@ domain = "AIRLINE"
 private_domains = ["AIRLINE", "MEDIA", "INSURANCE"]
 keywords = None
 classifier = {
-    "window": 2,
+    "kind": "sequence",
+    "model": "data/family/h32",
+    "fine_tune": {"epochs": 1, "batch_size": 32, "learning_rate": 1e-3, "max_windows": 500},
+    "window": 16,
     "stride": 1,
-    "threshold": 0.8,
-    "embed_batch_size": 64,
+    "threshold": 0.96,
+    "batch_size": 256,
     "public": {
         "source": "synthetic:dialogs",
         "n": 30,
@@ -58,6 +62,7 @@ import pandas as pd
 
 from privleak.data import loaders
 from privleak.data.dialogs import DOMAIN_KEYWORDS
+from privleak.data.multidogo_keywords import MULTIDOGO_KEYWORDS
 from privleak.data.records import first_gap, gap_message, read_jsonl, take
 from privleak.errors import PrivleakError, require
 from privleak.models import load_embedder
@@ -67,13 +72,16 @@ from privleak.policies import (
     ClassifierPolicy,
     KeywordPolicy,
     LabelsKept,
+    SequenceClassifierPolicy,
     redact_own_domains,
     sentence_embed,
 )
+from privleak.policy_quality import policy_quality_table, turn_flags
 
 OUT = paths.INTERIM / "s3" / "prepare"
 OUT.mkdir(parents=True, exist_ok=True)
 FIELDS = ("text", "domain")
+QUALITY_BOOT = 1000  # bootstrap resamples of the policies' precision and recall
 POLICIES = ("keyword", "classifier")
 
 
@@ -196,8 +204,11 @@ def redact_train(name: str, policy) -> None:
 # ## The keyword policy
 
 # %%
+BUILT_IN = {None: DOMAIN_KEYWORDS, "multidogo": MULTIDOGO_KEYWORDS}
 keyword_lists = (
-    {d: list(DOMAIN_KEYWORDS[d]) for d in private_domains} if keywords is None else keywords
+    keywords
+    if isinstance(keywords, dict)
+    else {d: list(BUILT_IN[keywords][d]) for d in private_domains}
 )
 keyword_policy = KeywordPolicy(keyword_lists)
 redact_train("keyword", keyword_policy)
@@ -220,18 +231,27 @@ if classifier["public"] is not None:
         "dialogs of other domains only",
     )
     public_texts = [str(r["text"]) for r in public]
-embed = sentence_embed(
-    load_embedder(embedder, device=device), batch_size=classifier["embed_batch_size"]
-)
-classifier_policy = ClassifierPolicy.fit(
-    train_set["text"].tolist(),
-    train_set["domain"].tolist(),
-    embed,
-    public=public_texts,
-    window=classifier["window"],
-    stride=classifier["stride"],
-    threshold=classifier["threshold"],
-)
+windows = {key: classifier[key] for key in ("window", "stride", "threshold")}
+if classifier["kind"] == "sequence":
+    classifier_policy = SequenceClassifierPolicy.fit(
+        train_set["text"].tolist(),
+        train_set["domain"].tolist(),
+        classifier["model"],
+        public=public_texts,
+        **windows,
+        **classifier["fine_tune"],
+        seed=seed,
+        device=device,
+    )
+    print(f"fine-tune loss per epoch: {classifier_policy.losses}")
+else:
+    embed = sentence_embed(
+        load_embedder(embedder, device=device), batch_size=classifier["batch_size"]
+    )
+    classifier_policy = ClassifierPolicy.fit(
+        train_set["text"].tolist(), train_set["domain"].tolist(), embed, public=public_texts,
+        **windows,
+    )  # fmt: skip
 print(f"classifier over {', '.join(classifier_policy.classes)}; {len(public_texts)} public dialogs")
 redact_train("classifier", classifier_policy)
 policies = {"keyword": keyword_policy, "classifier": classifier_policy}
@@ -277,6 +297,32 @@ policy_check.pivot_table(
 ).round(3)
 
 # %% [markdown]
+# ## The policies as measured instruments: precision and recall per turn
+# On the held-out test dialogs, one unit per turn (line), labelled with its dialog's domain: for
+# each policy and private domain j, recall = flagged share of the turns of j's dialogs, the
+# false-positive rate on domain d = flagged share of d's turns, precision = the share of flagged
+# turns that are j's; 95 % intervals resample dialogs within their domain
+# (`privleak.policy_quality`). render_s3 corrects the attack's rates with these error rates.
+
+# %%
+turn_flag_frames = []
+for name, policy in policies.items():
+    frame = turn_flags(
+        policy, test_set["text"].tolist(), test_set["domain"].tolist(),
+        test_set["id"].tolist(), private_domains,
+    )  # fmt: skip
+    turn_flag_frames.append(frame.assign(policy=name))
+turn_flag_table = pd.concat(turn_flag_frames, ignore_index=True)
+quality = pd.concat(
+    [
+        policy_quality_table(rows, n_boot=QUALITY_BOOT, seed=seed, alpha=0.05).assign(policy=name)
+        for name, rows in turn_flag_table.groupby("policy", sort=False)
+    ],
+    ignore_index=True,
+)
+quality.round(3)
+
+# %% [markdown]
 # ## Save
 
 # %%
@@ -285,7 +331,33 @@ test_set.to_parquet(OUT / "test.parquet", index=False)
 prompt_table.to_parquet(OUT / "prompts.parquet", index=False)
 redaction.to_parquet(OUT / "redaction.parquet", index=False)
 policy_check.to_parquet(OUT / "policy_check.parquet", index=False)
+turn_flag_table.to_parquet(OUT / "turn_flags.parquet", index=False)
+quality.to_parquet(OUT / "policy_quality.parquet", index=False)
 (OUT / "keywords.json").write_text(json.dumps(keyword_lists, indent=1, sort_keys=True) + "\n")
-(OUT / "classifier.json").write_text(
-    json.dumps({"embedder": embedder, **classifier_policy.to_dict()}, sort_keys=True) + "\n"
+if classifier["kind"] == "sequence":
+    official = classifier["model"].endswith("roberta-base")
+    classifier_label = (
+        f"classifier policy ({classifier['model']} fine-tuned on {classifier['window']}-word "
+        f"windows, flags at {classifier['threshold']:g}"
+        + ("" if official else "; a stand-in for the official roberta-base")
+        + ")"
+    )
+else:
+    classifier_label = (
+        f"classifier policy (logistic regression on {embedder} embeddings of "
+        f"{classifier['window']}-word windows; a stand-in for a fine-tuned RoBERTa)"
+    )
+keyword_label = (
+    "custom"
+    if isinstance(keywords, dict)
+    else {None: "synthetic", "multidogo": "MultiDoGo"}[keywords]
 )
+(OUT / "policies.json").write_text(
+    json.dumps({"classifier": classifier_label, "keyword": keyword_label}, indent=1) + "\n"
+)
+if classifier["kind"] == "sequence":
+    classifier_policy.save(OUT / "classifier")
+else:
+    (OUT / "classifier.json").write_text(
+        json.dumps({"embedder": embedder, **classifier_policy.to_dict()}, sort_keys=True) + "\n"
+    )

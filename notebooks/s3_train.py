@@ -11,7 +11,18 @@
 # | Pub+Redacted | all dialogs, redacted by the policy | AdamW |
 # | Private | all dialogs | DP-AdamW at dp.target_epsilon (Opacus, RDP accountant) |
 # | JFT | redacted (AdamW), then the originals (DP-AdamW) | both: twice the training |
-# | Redaction Schedule | a dialog is used redacted with probability p(step), `schedule` | AdamW |
+# | Redaction Schedule | redacted with probability p(step), else original | AdamW, else DP |
+#
+# The Redaction Schedule (`schedule.draw: batch`, the official method) makes each step a plain AdamW
+# step on a batch of redacted dialogs with probability p(step), else a DP-AdamW step on a Poisson
+# batch of the originals; the accountant composes the DP steps only (`privleak.training.schedules`).
+# JFT's first phase is Pub+Redacted's fine-tune (the same dialogs, seed and optimiser), so JFT
+# starts from those weights here; its cost still counts both phases. JFT's and the Redaction
+# Schedule's epsilon is selective DP: it covers what the policy flagged and redacted, and nothing
+# the policy missed, which their plain steps read without noise. DP's unit is a dialog: one longer
+# than `train.seq_len` is refused, never split into several units. The redaction mask is one special
+# token of the tokenizer (every model gets the enlarged vocabulary), so s3_attack can forbid it at
+# sampling.
 #
 # Pub+Redacted, JFT and the Redaction Schedule are trained once per policy (keyword,
 # classifier). The references M_{D without d_j}, one per private domain j other than `domain`,
@@ -42,7 +53,7 @@ dp = {
     "batch_size": 8,
     "learning_rate": 3e-3,
 }
-schedule = {"name": "exp_concave", "options": {"sharpness": 5.0}}
+schedule = {"name": "exp_concave", "options": {"sharpness": 15.0}, "draw": "batch"}
 
 # %%
 import math
@@ -55,7 +66,14 @@ from privleak import models as registry
 from privleak.errors import require
 from privleak.pipeline import checkpoint, paths
 from privleak.pipeline.params import profile_key
-from privleak.training.targets import fit_target, optimiser_settings, target_plans
+from privleak.training.targets import (
+    SCHEDULE_TARGETS,
+    add_redaction_token,
+    fit_target,
+    optimiser_settings,
+    resize_for,
+    target_plans,
+)
 
 IN = paths.INTERIM / "s3" / "prepare"
 MODELS, OUT = paths.INTERIM / "s3" / "models", paths.INTERIM / "s3" / "train"
@@ -70,6 +88,14 @@ require(
     f"params {profile_key('s3.base')} = {base!r}: its tokenizer has no EOS token to end each "
     "dialog with",
 )
+
+
+require(
+    schedule.get("draw") in SCHEDULE_TARGETS,
+    f"params {profile_key('s3.schedule.draw')} = {schedule.get('draw')!r}; allowed: "
+    f"{', '.join(SCHEDULE_TARGETS)}",
+)
+print(f"redaction token {tokenizer.convert_ids_to_tokens(add_redaction_token(tokenizer))!r}")
 
 
 def documents(texts) -> list[list[int]]:
@@ -87,10 +113,13 @@ print(
     f"{len(original)} train dialogs, {lengths.sum()} tokens (median {np.median(lengths):.0f}, "
     f"max {lengths.max()}); seq_len {train['seq_len']}"
 )
-if lengths.max() > train["seq_len"]:
-    # A longer dialog becomes several rows: the chunk-shuffled targets then take more (smaller)
-    # steps than the Redaction Schedule, which batches whole dialogs.
-    print(f"note: {(lengths > train['seq_len']).sum()} dialogs are longer than seq_len")
+longest = int(np.argmax(lengths))
+require(
+    lengths[longest] <= train["seq_len"],
+    f"params {profile_key('s3.train.seq_len')} = {train['seq_len']}: train dialog "
+    f"{train_set['id'][longest]!r} has {lengths[longest]} tokens, and DP protects a dialog as one "
+    f"example; raise seq_len (up to the base's window) or use shorter dialogs",
+)
 store = checkpoint.open_stage("s3_train", globals())
 
 # %% [markdown]
@@ -98,7 +127,15 @@ store = checkpoint.open_stage("s3_train", globals())
 
 # %%
 adamw, private = optimiser_settings(train, dp)
-plans = target_plans(original, redacted, of_domain, domain=domain, leaked=leaked, seeds=seeds)
+plans = target_plans(
+    original,
+    redacted,
+    of_domain,
+    domain=domain,
+    leaked=leaked,
+    seeds=seeds,
+    draw=schedule["draw"],
+)
 pd.DataFrame(
     [{k: v for k, v in p.items() if k != "docs"} | {"dialogs": len(p["docs"])} for p in plans]
 )
@@ -108,24 +145,29 @@ pd.DataFrame(
 
 
 # %%
-def fit(plan) -> dict:
-    """Fine-tune a fresh copy of `base` as `plan` says; its weights, log row and losses."""
+def fit(plan, first_phase=None) -> dict:
+    """Fine-tune a fresh copy of `base` as `plan` says (JFT from its first phase's result);
+    its weights, log row and losses."""
     return fit_target(
         plan,
-        lambda: registry.load(base, device=device, dtype="float32")[0],
+        lambda: resize_for(registry.load(base, device=device, dtype="float32")[0], tokenizer),
         original,
         pad_id=tokenizer.pad_token_id,
         seed=seed,
         adamw=adamw,
         private=private,
         schedule=schedule,
+        first_phase=first_phase,
     )
 
 
-logs, loss_rows, timings = [], [], []
+logs, loss_rows, timings, fitted = [], [], [], {}
 for plan in plans:
-    unit = store.get_or_compute(("model", plan["model"]), lambda plan=plan: fit(plan))
-    model, _ = registry.load(base, device="cpu", dtype="float32")
+    unit = store.get_or_compute(
+        ("model", plan["model"]), lambda plan=plan: fit(plan, fitted.get(plan["after"]))
+    )
+    fitted[plan["model"]] = unit
+    model = resize_for(registry.load(base, device="cpu", dtype="float32")[0], tokenizer)
     model.load_state_dict(unit["state"])
     folder = MODELS / plan["model"]
     shutil.rmtree(folder, ignore_errors=True)
@@ -155,7 +197,8 @@ log
 
 # %%
 timing = pd.DataFrame(timings).merge(log[["model", "target", "policy", "kind", "steps", "tokens"]])
-timing["tokens_per_s"] = timing["tokens"] / timing["wall_s"]
+# Tokens this run computed (JFT's reused first phase excluded) over its wall time.
+timing["tokens_per_s"] = (timing["adamw_tokens"] + timing["dp_tokens"]) / timing["wall_s"]
 timing["dp_loop_tokens_per_s"] = timing["dp_tokens"] / timing["dp_wall_s"].where(
     timing["dp_wall_s"] > 0
 )

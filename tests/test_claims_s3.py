@@ -38,9 +38,9 @@ def test_ratio_difference_pools_counts_before_dividing():
 
 
 def counts(rate_of: dict[str, list[int]]):
-    """rows_of for `paired`: per model, [successes, nonempty] per prompt (10 samples each)."""
+    """rows_of for `paired`: per model, [successes, non-empty picks] per prompt (10 each)."""
     return lambda model, _policy: pd.DataFrame(
-        {"successes": rate_of[model], "nonempty": [10] * len(rate_of[model])},
+        {"successes": rate_of[model], "selected": [10] * len(rate_of[model])},
         index=pd.Index(range(len(rate_of[model])), name="prompt"),
     )
 
@@ -87,15 +87,15 @@ def test_findings_wait_for_runs_and_judge_publics_domain_privacy_against_its_ref
         {"model": "pub0", "prompt_id": prompts, "empty": False, "nll_without_X": 1.0,
          "leak_keyword_X": True, "leak_classifier_X": True}
     )  # fmt: skip
-    reference = public.assign(model="ref_X", leak_keyword_X=[True] + [False] * 7,
-                              leak_classifier_X=[True] + [False] * 7)  # fmt: skip
+    reference = public.assign(model="ref_X", leak_keyword_X=[False, True] * 4,
+                              leak_classifier_X=[False, True] * 4)  # fmt: skip
     samples = pd.concat([public, reference], ignore_index=True)
     t = s3.targets(log, min_units=2)
     settings = {"n_boot": 200, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
-    found = list(s3.domain_privacy_findings(samples, t, settings, 0.5, {"runs": ""}))
+    found = list(s3.domain_privacy_findings(samples, t, settings, {"runs": ""}))
     assert [f.fields["policy"] for f in found] == ["keyword", "classifier"]
-    # Public flags 8 of 8 samples, the reference 1 of 8: add-0.5 rates 8.5/9 over 1.5/9
-    assert found[0].estimate.effect == pytest.approx(8.5 / 1.5)
+    # Public flags 8 of 8 samples, the reference 4 of 8: the plain ratio 1 / (4/8) = 2
+    assert found[0].estimate.effect == pytest.approx(2.0)
     assert claim(found[0]).verdict == REPRODUCED
     waiting = s3.Finding(found[0].spec, found[0].estimate, found[0].fields, missing="runs")
     assert claim(waiting).verdict == INCONCLUSIVE
@@ -149,7 +149,30 @@ def test_findings_with_too_few_runs_say_so_on_every_claim():
     test_nll = pd.DataFrame({"model": models, "dialog": 0, "nll": 2.0, "tokens": 2.0})
     settings = {"n_boot": 100, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
     found = s3.findings({"log": log, "samples": samples, "test_nll": test_nll}, BOOT, settings,
-                        domain="AIRLINE", pseudocount=0.5, seeds_rule="runs")  # fmt: skip
+                        domain="AIRLINE", seeds_rule="runs")  # fmt: skip
     assert len(found) == 17 + 2 + 4  # success contrasts, Public's Ĉ per policy, perplexities
     assert {f.missing for f in found} == {"runs; the artifacts hold 1"}
     assert {claim(f).verdict for f in found} == {INCONCLUSIVE}
+
+
+def test_where_the_reference_never_flags_c_hat_gets_a_lower_bound():
+    log = pd.DataFrame(
+        {"target": ["Public", None], "policy": [None, None], "run": [0, 0],
+         "model": ["pub0", "ref_X"], "without": [None, "X"]}
+    )  # fmt: skip
+    prompts = [f"p{i}" for i in range(20)]
+    flags = [i % 4 != 0 for i in range(20)]  # Public flags 15 of 20
+    public = pd.DataFrame(
+        {"model": "pub0", "prompt_id": prompts, "empty": False, "nll_without_X": 1.0,
+         "leak_keyword_X": flags, "leak_classifier_X": flags}
+    )  # fmt: skip
+    reference = public.assign(model="ref_X", leak_keyword_X=False, leak_classifier_X=False)
+    samples = pd.concat([public, reference], ignore_index=True)
+    settings = {"n_boot": 200, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
+    found = list(s3.domain_privacy_findings(samples, s3.targets(log, 2), settings, {"runs": ""}))
+    estimate = found[0].estimate
+    # no ratio exists (0 reference flags); the bound is Public's lower limit over the
+    # reference's exact upper limit at 0 of 20 prompts, 1 - 0.025 ** (1 / 20) = 0.168
+    assert estimate.effect == np.inf and estimate.high == np.inf
+    assert 1.0 < estimate.low < 0.75 / 0.168
+    assert claim(found[0]).verdict == REPRODUCED

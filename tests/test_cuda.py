@@ -184,3 +184,52 @@ def test_compiled_pad_step_matches_the_eager_step():
             assert torch.allclose(a, b, atol=1e-4), name
         assert torch.equal(eager[3], compiled[3])
         assert compiled[3][confident] == 0  # screened
+
+
+def test_s3_forbidden_token_sampling_agrees_on_cpu_and_cuda():
+    from privleak.lira_sampling import sample_continuations
+    from tests.conftest import word_tokenizer
+
+    tokenizer = word_tokenizer(add_bos=True)
+    draws = {}
+    for device in ("cpu", "cuda"):
+        model = tiny_llama(vocab_size=16, window=128).to(device)
+        draws[device] = sample_continuations(
+            model, tokenizer, ["the cat sat", "a dog ran"], ["a", "b"], samples=3, top_k=5,
+            max_new_tokens=6, seed=7, max_batch_streams=None, eos_token_id=None,
+            forbidden_token_ids=[4],
+        )  # fmt: skip
+    assert [r["tokens"] for r in draws["cpu"]] == [r["tokens"] for r in draws["cuda"]]
+    assert not any(4 in r["tokens"] for r in draws["cuda"])
+
+
+def test_s3_redaction_schedule_takes_dp_steps_on_cuda_like_on_cpu():
+    from privleak.training.schedules import private_schedule_finetune
+    from tests.conftest import family_llama
+
+    original = [[4 + (i % 7), 10, 11, 12, 13, 14, 15, 16 + (i % 5)] for i in range(48)]
+    redacted = [[doc[0], 10, 3, 3, 3, 3, 15, doc[-1]] for doc in original]
+    private = {"target_epsilon": 8.0, "delta": 1e-5, "max_grad_norm": 1.0, "batch_size": 16,
+               "learning_rate": 1e-2}  # fmt: skip
+    results = {
+        device: private_schedule_finetune(
+            family_llama().to(device),
+            redacted,
+            original,
+            schedule="linear",
+            seed=3,
+            private=private,
+            epochs=2,
+            batch_size=16,
+            seq_len=8,
+            learning_rate=1e-2,
+            pad_id=0,
+        )  # fmt: skip
+        for device in ("cpu", "cuda")
+    }
+    cpu, cuda = results["cpu"], results["cuda"]
+    assert cuda.plain == cpu.plain and cuda.accounted_steps == cuda.dp_steps == cpu.dp_steps
+    assert cuda.epsilon == pytest.approx(cpu.epsilon)
+    # the plain steps before the first DP step see the same data and no noise
+    first_dp = cpu.plain.index(False)
+    assert cuda.losses[:first_dp] == pytest.approx(cpu.losses[:first_dp], rel=1e-4)

@@ -71,20 +71,28 @@ def test_selection_rejects_mismatched_prompt_ids():
 # ---------------------------------------------------------------- success rates
 
 NONEMPTY = [1, 1, 1, 1, 1, 0]
-SELECTED = {"MEDIA": [1, 0, 1, 0, 0, 1], "INSURANCE": [1, 1, 0, 1, 0, 0]}
 LEAKED = {"MEDIA": [1, 1, 0, 0, 0, 1], "INSURANCE": [1, 1, 0, 0, 1, 0]}
 
 
-def test_success_rate_counts_selected_flagged_nonempty_samples():
-    # MEDIA: sample 0 (sample 5 is selected and flagged but empty); INSURANCE: samples 0 and 1.
-    assert lira.lira_success_rate(SELECTED["MEDIA"], LEAKED["MEDIA"], NONEMPTY) == (0.2, 1, 5)
-    insurance = lira.lira_success_rate(SELECTED["INSURANCE"], LEAKED["INSURANCE"], NONEMPTY)
-    assert insurance == (0.4, 2, 5)
-    # Overall: sample 0 succeeds for both domains and counts once.
-    stacked = [np.stack(list(masks.values())) for masks in (SELECTED, LEAKED)]
-    overall = lira.lira_success_rate(*stacked, NONEMPTY)
-    assert overall == (0.4, 2, 5) and overall.rate == 0.4
-    assert math.isnan(lira.lira_success_rate([1], [1], [0]).rate)
+def test_success_rate_divides_by_the_picks_and_per_generation_by_the_nonempty_samples():
+    # 2 prompts x 3 samples (p: 0-2, q: 3-5; sample 5 is empty), domains A and B.
+    nonempty = [1, 1, 1, 1, 1, 0]
+    selected = {"A": [1, 0, 0, 0, 1, 0], "B": [0, 1, 0, 0, 0, 1]}
+    leaked = {"A": [1, 1, 0, 0, 0, 0], "B": [0, 1, 0, 0, 0, 1]}
+    # A: picks 0 and 4, sample 0 leaks: 1/2 of the picks, 1/5 of the non-empty samples.
+    assert lira.lira_success_rate(selected["A"], leaked["A"], nonempty) == (0.5, 1, 2, 5, 0.2)
+    # B: pick 5 is empty, so the one non-empty pick (1) leaks: 1/1, and 1/5 per generation.
+    assert lira.lira_success_rate(selected["B"], leaked["B"], nonempty) == (1.0, 1, 1, 5, 0.2)
+    # Overall: picks 0, 1, 4 (the union), successes 0 and 1: 2/3, and 2/5 per generation.
+    stacked = [np.stack(list(masks.values())) for masks in (selected, leaked)]
+    overall = lira.lira_success_rate(*stacked, nonempty)
+    assert overall == (pytest.approx(2 / 3), 2, 3, 5, 0.4)
+    assert overall.rate_per_generation == 0.4 and overall.selected == 3
+    # A sample picked and leaked for both domains counts once in both counts.
+    assert lira.lira_success_rate([[1, 0], [1, 0]], [[1, 0], [1, 0]], [1, 1]) == (1, 1, 1, 2, 0.5)
+    without_pick = lira.lira_success_rate([0, 1], [0, 1], [1, 0])
+    assert math.isnan(without_pick.rate) and without_pick.rate_per_generation == 0.0
+    assert math.isnan(lira.lira_success_rate([1], [1], [0]).rate_per_generation)
 
 
 def test_success_rates_select_per_domain_and_combine():
@@ -96,9 +104,9 @@ def test_success_rates_select_per_domain_and_combine():
     }
     rates = lira.lira_success_rates(scores, LEAKED, NONEMPTY, prompts, per_prompt=1)
     assert rates == {
-        "MEDIA": (0.2, 1, 5),  # selected 0, 2: sample 0 leaks
-        "INSURANCE": (0.4, 2, 5),  # selected 1, 3, 4: samples 1 and 4 leak
-        lira.OVERALL: (0.6, 3, 5),
+        "MEDIA": (0.5, 1, 2, 5, 0.2),  # picks 0, 2: sample 0 leaks
+        "INSURANCE": (pytest.approx(2 / 3), 2, 3, 5, 0.4),  # picks 1, 3, 4: 1 and 4 leak
+        lira.OVERALL: (0.6, 3, 5, 5, 0.6),  # picks 0-4: 0, 1 and 4 leak
     }
 
 
@@ -134,31 +142,36 @@ def test_success_rate_rejects_mismatched_masks():
         lira.lira_success_rate([1, 0], [1, 0, 0], [1, 1, 1])
 
 
-def test_zero_success_interval_is_clopper_pearson_over_prompts_times_the_largest_rate():
-    # 100 prompts, 2 picks each among 10 non-empty samples: the rate is at most 0.2, and q's
-    # exact upper bound at 0/100 is 1 - 0.025 ** (1 / 100) = 0.036217.
-    low, high = lira.zero_success_interval(100, 200, 1000, alpha=0.05)
+def test_zero_success_interval_is_clopper_pearson_over_prompts_scaled_by_unequal_picks():
+    # 100 prompts with one pick each: the rate is the share of leaking prompts, bounded by q's
+    # exact upper limit at 0/100, 1 - 0.025 ** (1 / 100).
+    low, high = lira.zero_success_interval([1] * 100, alpha=0.05)
     assert low == 0.0
-    assert high == pytest.approx((1 - 0.025 ** (1 / 100)) * 0.2, rel=1e-9)
-    assert high == pytest.approx(0.0072434, abs=1e-7)
-    # One prompt, one pick of four samples: q <= 0.975, the rate <= 0.975 / 4.
-    assert lira.zero_success_interval(1, 1, 4, alpha=0.05) == (0.0, pytest.approx(0.24375))
+    assert high == pytest.approx(1 - 0.025 ** (1 / 100), rel=1e-12)
+    assert high == pytest.approx(0.0362167, abs=1e-7)
+    # 40 prompts, 20 with one pick and 20 with two: q <= 1 - 0.025 ** (1 / 40) = 0.0880973, and
+    # the rate <= q * max / mean picks = q * 2 / 1.5.
+    unequal = lira.zero_success_interval([1] * 20 + [2] * 20, alpha=0.05)
+    assert unequal == (0.0, pytest.approx(0.1174631, abs=1e-7))
+    # One prompt, one pick: 0.975; a bound above 1 is capped (2 prompts: 0.842 * 3 / 2).
+    assert lira.zero_success_interval([1], alpha=0.05) == (0.0, pytest.approx(0.975))
+    assert lira.zero_success_interval([1, 3], alpha=0.05) == (0.0, 1.0)
     # More prompts, a tighter bound; a smaller alpha, a wider one.
-    assert lira.zero_success_interval(400, 400, 4000, alpha=0.05)[1] < high / 2
-    assert lira.zero_success_interval(100, 200, 1000, alpha=0.01)[1] > high
+    assert lira.zero_success_interval([1] * 400, alpha=0.05)[1] < high / 2
+    assert lira.zero_success_interval([1] * 100, alpha=0.01)[1] > high
 
 
 @pytest.mark.parametrize(
-    "counts, message",
+    "picks, message",
     [
-        ((0, 1, 1), "prompts must be an int >= 1, got 0"),
-        ((2, 0, 5), "selected must be an int >= 1, got 0"),
-        ((2, 6, 5), r"nonempty must be an int >= selected \(6\), got 5"),
+        ([], r"picks_per_prompt must be \[prompts\] with at least one prompt"),
+        ([1, 0], "picks_per_prompt must be ints >= 1"),
+        ([1.5], "picks_per_prompt must be ints >= 1"),
     ],
 )
-def test_zero_success_interval_rejects_bad_counts(counts, message):
+def test_zero_success_interval_rejects_bad_counts(picks, message):
     with pytest.raises(PrivleakError, match=message):
-        lira.zero_success_interval(*counts, alpha=0.05)
+        lira.zero_success_interval(picks, alpha=0.05)
 
 
 # ---------------------------------------------------------------- domain privacy
@@ -275,6 +288,51 @@ def test_domain_privacy_bootstrap_crosses_training_runs_with_prompts():
         )  # fmt: skip
 
 
+def clean_reference():
+    """A target whose prompts 0-18 of 20 have all 5 samples flagged and prompt 19 none, and a
+    reference that flags none of the 5 samples of each of its 10 prompts."""
+    target_prompts, reference_prompts = np.repeat(np.arange(20), 5), np.repeat(np.arange(10), 5)
+    target = (target_prompts < 19).astype(int)
+    return target, np.zeros(50, int), np.ones(100), np.ones(50), target_prompts, reference_prompts
+
+
+def test_domain_privacy_bound_divides_the_target_lower_limit_by_the_exact_reference_limit():
+    # Target: a resample of the 20 prompts holds K copies of the clean one, K ~ Bin(20, 1/20),
+    # and reads 1 - K / 20; P(K <= 2) = 0.92 < 0.95 < P(K <= 3) = 0.98, so its 5th percentile
+    # (alpha 0.1) is 1 - 3 / 20 = 0.85. Reference: 0 flagged of 10 prompts, exact upper limit
+    # 1 - 0.05 ** (1 / 10) = 0.2588656. C >= 0.85 / 0.2588656 = 3.283558.
+    bound = lira.domain_privacy_bound(*clean_reference(), n_boot=1000, seed=0, alpha=0.1)
+    assert bound == pytest.approx(0.85 / (1 - 0.05 ** (1 / 10)))
+    assert bound == pytest.approx(3.283558, abs=1e-6)
+    # The reference's empty samples are no evidence: only prompts with a non-empty sample count.
+    target, reference, target_nonempty, _, target_prompts, reference_prompts = clean_reference()
+    half_empty = (reference_prompts < 5).astype(int)  # 5 prompts with non-empty samples
+    fewer = lira.domain_privacy_bound(
+        target, reference, target_nonempty, half_empty, target_prompts, reference_prompts,
+        n_boot=1000, seed=0, alpha=0.1,
+    )  # fmt: skip
+    assert fewer == pytest.approx(0.85 / (1 - 0.05 ** (1 / 5)))
+    # A target that never flags is bounded by 0 only.
+    assert lira.domain_privacy_bound(
+        np.zeros(100, int), reference, target_nonempty, np.ones(50), target_prompts,
+        reference_prompts, n_boot=1000, seed=0,
+    ) == 0.0  # fmt: skip
+    with pytest.raises(PrivleakError, match="this one flags 1 non-empty samples"):
+        lira.domain_privacy_bound(
+            target, np.r_[1, reference[1:]], target_nonempty, np.ones(50), target_prompts,
+            reference_prompts, n_boot=1000, seed=0,
+        )  # fmt: skip
+
+
+def test_domain_privacy_interval_gives_the_bound_when_the_reference_never_flags():
+    args = clean_reference()
+    kwargs = dict(n_boot=1000, seed=0, alpha=0.1)
+    bounded = lira.domain_privacy_interval(*args, **kwargs, lower_bound_if_reference_clean=True)
+    assert bounded.effect == bounded.high == math.inf and bounded.units == 20
+    assert bounded.low == pytest.approx(3.283558, abs=1e-6) and "lower bound" in bounded.note
+    assert math.isnan(lira.domain_privacy_interval(*args, **kwargs).low)  # default: no interval
+
+
 # ---------------------------------------------------------------- tables of one target's samples
 
 
@@ -293,39 +351,82 @@ def _samples(leaks: list[bool], empty: list[bool], nll_self, nll_b) -> pd.DataFr
 BOOT = {"n_boot": 200, "seed": 0, "alpha": 0.1}
 
 
-def test_success_table_picks_one_sample_per_prompt_and_counts_nonempty_samples():
-    # Per prompt the pick is the sample most likely under the target w.r.t. the reference.
+def test_success_table_picks_one_sample_per_prompt_and_reports_both_rates():
+    # Per prompt the pick is the sample most likely under the target w.r.t. the reference
+    # (scores 3, 1 | 1, 3): samples 0 and 3, both flagged.
     drawn = _samples(
         [True, False, False, True], [False] * 4, [1.0, 2.0, 2.0, 1.0], [3.0, 2.0, 2.0, 3.0]
     )
     table = lira.lira_success_table(drawn, "keyword", ["B"], **BOOT)
     assert list(table) == [lira.OVERALL, "B"]
-    assert table["B"] | {"low": 0, "high": 0} == {
-        "rate": 0.5, "low": 0, "high": 0, "successes": 2, "nonempty": 4,
+    # Every pick leaks: the interval is the exact bound on the failures over 2 prompts,
+    # 1 - (1 - 0.05 ** (1 / 2)) = 0.2236068.
+    assert table["B"] == {
+        "rate": 1.0, "low": pytest.approx(0.2236068, abs=1e-7), "high": 1.0, "successes": 2,
+        "selected": 2, "nonempty": 4, "rate_per_generation": 0.5,
     }  # fmt: skip
     assert table[lira.OVERALL] == table["B"]  # one leaked domain: the overall rate is its rate
 
 
 def test_without_a_success_the_interval_is_the_exact_zero_success_bound():
-    success, selected = np.zeros(4, bool), np.array([True, False, True, False])
-    nonempty, ids = np.ones(4, bool), ["p1", "p1", "p2", "p2"]
-    low, high = lira.success_rate_interval(success, selected, nonempty, ids, **BOOT)
-    assert (low, high) == lira.zero_success_interval(2, 2, 4, alpha=0.1)
-
-
-def test_privacy_table_compares_target_and_reference_leak_rates():
-    drawn = _samples([True, True, False, False], [False] * 4, [1.0] * 4, [1.0] * 4)
-    reference = _samples([True, False, False, False], [False, False, False, True], [1.0] * 4,
-                         [1.0] * 4)  # fmt: skip
-    table = lira.domain_privacy_table(drawn, {"B": reference}, "keyword", **BOOT, pseudocount=0.0)
-    point = lira.domain_privacy(
-        np.array([True, True, False, False]), np.array([True, False, False, False]),
-        np.ones(4, bool), np.array([True, True, True, False]), pseudocount=0.0,
+    selected, ids = np.array([True, False, True, False]), ["p1", "p1", "p2", "p2"]
+    low, high = lira.success_rate_interval(np.zeros(4, bool), selected, ids, **BOOT)
+    # 0 of 2 prompts' single picks: (0, 1 - 0.05 ** (1 / 2)).
+    assert (low, high) == (0.0, pytest.approx(0.7763932, abs=1e-7))
+    assert lira.success_rate_interval(selected, selected, ids, **BOOT) == (
+        pytest.approx(0.2236068, abs=1e-7), 1.0,
     )  # fmt: skip
-    assert list(table) == ["B"]
-    assert table["B"]["ratio"] == point.ratio == pytest.approx(1.5)
-    assert (table["B"]["target_rate"], table["B"]["reference_rate"]) == (0.5, pytest.approx(1 / 3))
-    assert list(table["B"]) == ["ratio", "low", "high", "target_rate", "reference_rate"]
+    assert all(map(math.isnan, lira.success_rate_interval(np.zeros(4), np.zeros(4), ids, **BOOT)))
+    with pytest.raises(PrivleakError, match="success must be a subset of selected"):
+        lira.success_rate_interval(~selected, selected, ids, **BOOT)
+
+
+def test_success_interval_resamples_the_prompts_with_a_pick():
+    # 10 prompts x 2 samples, one pick each (the first sample); picks of prompts 0-3 leak.
+    ids = np.repeat(np.arange(10), 2).tolist()
+    selected = np.tile([True, False], 10)
+    success = selected & (np.repeat(np.arange(10), 2) < 4)
+    low, high = lira.success_rate_interval(success, selected, ids, **BOOT)
+    assert 0 < low < 0.4 < high < 1
+
+
+def _frame(prompt_ids, leaks, empty=None) -> pd.DataFrame:
+    """Samples with the columns domain_privacy_table reads, flags for leaked domain B."""
+    empty = [False] * len(leaks) if empty is None else empty
+    return pd.DataFrame({"prompt_id": prompt_ids, "empty": empty, "leak_keyword_B": leaks})
+
+
+def test_privacy_table_reports_the_plain_ratio_of_flagged_rates():
+    # 2 of 10 target samples flagged, 1 of 10 reference samples: C = 0.2 / 0.1 = 2, with no
+    # pseudocount.
+    prompts = np.repeat(np.arange(5), 2).tolist()
+    drawn = _frame(prompts, [True, True] + [False] * 8)
+    reference = _frame(prompts, [True] + [False] * 9)
+    row = lira.domain_privacy_table(drawn, {"B": reference}, "keyword", **BOOT)["B"]
+    assert list(row) == ["ratio", "low", "high", "bound", "target_rate", "reference_rate"]
+    assert (row["ratio"], row["bound"]) == (2.0, "")
+    assert (row["target_rate"], row["reference_rate"]) == (0.2, 0.1)
+    # The reference's empty sample neither flags nor counts: 1 of 3 non-empty samples.
+    small = _frame(["p1", "p1", "p2", "p2"], [True, True, False, False])
+    reference = _frame(["p1", "p1", "p2", "p2"], [True, False, False, False],
+                       [False, False, False, True])  # fmt: skip
+    row = lira.domain_privacy_table(small, {"B": reference}, "keyword", **BOOT)["B"]
+    assert row["ratio"] == pytest.approx(0.5 / (1 / 3)) == pytest.approx(1.5)
+
+
+def test_privacy_table_bounds_a_ratio_the_reference_never_flags_and_leaves_none_open():
+    target, reference, _, _, target_prompts, reference_prompts = clean_reference()
+    drawn, clean = _frame(target_prompts, target), _frame(reference_prompts, reference)
+    settings = {"n_boot": 1000, "seed": 0, "alpha": 0.1}
+    row = lira.domain_privacy_table(drawn, {"B": clean}, "keyword", **settings)["B"]
+    assert row == {
+        "ratio": math.inf, "low": pytest.approx(3.283558, abs=1e-6), "high": math.inf,
+        "bound": "lower", "target_rate": 0.95, "reference_rate": 0.0,
+    }  # fmt: skip
+    quiet = _frame(target_prompts, np.zeros(100, bool))
+    row = lira.domain_privacy_table(quiet, {"B": clean}, "keyword", **settings)["B"]
+    assert math.isnan(row["ratio"])
+    assert (row["low"], row["high"], row["bound"]) == (0.0, math.inf, "none")
 
 
 def test_prompt_successes_count_one_pick_per_prompt_and_the_nonempty_samples():
@@ -343,6 +444,26 @@ def test_prompt_successes_count_one_pick_per_prompt_and_the_nonempty_samples():
     )
     table = lira.prompt_successes(drawn, "keyword", ["X"])
     assert table.to_dict("index") == {
-        "a": {"successes": 1, "nonempty": 2},
-        "b": {"successes": 0, "nonempty": 2},
+        "a": {"successes": 1, "selected": 1, "nonempty": 2},
+        "b": {"successes": 0, "selected": 1, "nonempty": 2},
     }
+
+
+def test_c_hat_interval_is_the_inverse_of_the_swapped_ratios_where_the_reference_flags_less():
+    # 12 prompts x 2 samples; the target flags 16 of 24, the reference 3 (a resample may draw
+    # none of the reference's flags, where C = inf): the interval of C is computed as 1 / the
+    # interval of reference / target, the same percentile interval, finite below.
+    prompts = [f"p{i // 2}" for i in range(24)]
+    target = np.array([i % 3 != 0 for i in range(24)])
+    reference = np.zeros(24, bool)
+    reference[[0, 9, 17]] = True
+    every = np.ones(24, bool)
+    settings = {"n_boot": 400, "seed": 1, "alpha": 0.1}
+    c = lira.domain_privacy_interval(target, reference, every, every, prompts, prompts, **settings)
+    swapped = lira.domain_privacy_interval(
+        reference, target, every, every, prompts, prompts, **settings
+    )
+    assert c.effect == pytest.approx((16 / 24) / (3 / 24))
+    assert swapped.effect == pytest.approx(3 / 16)
+    assert c.low == pytest.approx(1 / swapped.high) and 1 < c.low < c.effect
+    assert c.high == (math.inf if swapped.low == 0 else pytest.approx(1 / swapped.low))

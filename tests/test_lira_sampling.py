@@ -164,6 +164,20 @@ def test_sampling_rejects_bad_settings(model, settings, message):
         sample(model, word_tokenizer(add_bos=True), **settings)
 
 
+def test_a_forbidden_token_is_never_sampled_even_where_it_is_the_likeliest(tokenizer):
+    # A model whose logits favour token 9 everywhere (+100 from a hook on lm_head): top-k 1
+    # picks it at every step; forbidding it leaves every draw without it.
+    favouring = tiny_llama(vocab_size=16, window=128)
+    bias = torch.zeros(16)
+    bias[9] = 100.0
+    favouring.lm_head.register_forward_hook(lambda module, inputs, logits: logits + bias)
+    free = sample(favouring, tokenizer, top_k=1)
+    assert all(9 in row["tokens"] for row in free)
+    forbidden = sample(favouring, tokenizer, top_k=1, forbidden_token_ids=[9])
+    assert not any(9 in row["tokens"] for row in forbidden)
+    assert all(row["tokens"] for row in forbidden)  # the draws go on without it
+
+
 def test_held_out_perplexity_is_exp_of_the_token_weighted_nll(model, tokenizer):
     texts = ["the cat sat on the mat", "a dog ran", "bob"]
     seq_len = 4

@@ -545,7 +545,7 @@ def test_s2_hub_corpora_carry_no_planted_secrets(paper_root):
 # pad token, so models.load pads with EOS; dropout on) and synthetic dialogs written to the
 # paper profile's own `file:` path (short ones: 3-4 exchanges). Every other paper option is kept
 # except the sizes and the classifier's stride, set to its window (half the embedding work).
-S3_DIALOGS, S3_PROMPTS, S3_SAMPLES, S3_SEEDS = 60, 2, 3, 2
+S3_DIALOGS, S3_PROMPTS, S3_SAMPLES, S3_SEEDS = 60, 2, 3, 6
 S3_CORPUS = yaml.safe_load((REPO / "params.yaml").read_text())["s3"]["paper"]["corpus"][
     "source"
 ].removeprefix("file:")
@@ -560,10 +560,25 @@ def _save_tiny_gpt2(root: Path, texts: list[str]) -> str:
     tokenizer = train_tokenizer(texts, vocab_size=400)
     tokenizer.pad_token = None  # GPT-2 has none
     eos = tokenizer.eos_token_id
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=eos, eos_token_id=eos)  # fmt: skip
     torch.manual_seed(3)
     folder = root / "models" / "tiny-gpt2"
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _save_tiny_classifier_base(root: Path, texts: list[str]) -> str:
+    """A tiny pretrained-LM folder for the classifier policy to fine-tune (the paper profile's
+    roberta-base): GPT-2 shape with a pad token, as a sequence classifier needs one."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=16, n_layer=1, n_head=2,
+                        pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    torch.manual_seed(4)
+    folder = root / "models" / "tiny-classifier-base"
     GPT2LMHeadModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
@@ -579,16 +594,18 @@ def _s3_paper_params(root: Path, params: dict) -> None:
         write_jsonl([{key: r[key] for key in ("id", "domain", "text")} for r in rows], root / path)
     s3 = params["s3"]["paper"]
     s3["base"] = _save_tiny_gpt2(root, [r["text"] for r in records + public])
-    s3["classifier"] |= {"embed_batch_size": 64}
-    s3["train"] |= {"epochs": 1, "batch_size": 8, "seq_len": 128, "learning_rate": 1.0e-3}
+    s3["classifier"]["model"] = _save_tiny_classifier_base(root, [r["text"] for r in records])
+    s3["classifier"]["fine_tune"] |= {"epochs": 1, "learning_rate": 1.0e-3, "max_windows": 200}
+    s3["classifier"]["batch_size"] = 64
+    s3["train"] |= {"epochs": 1, "batch_size": 8, "seq_len": 512, "learning_rate": 1.0e-3}
     s3["dp"] |= {"batch_size": 8, "learning_rate": 1.0e-3}
     s3["attack"] |= {"prompts": S3_PROMPTS, "samples": S3_SAMPLES, "max_new_tokens": 8,
                      "max_batch_streams": 2 * S3_SAMPLES, "batch_size": 8}  # fmt: skip
     s3["render"]["n_boot"] = 100
-    # Two training runs of every target, and claims crossing runs from two on: render_claims
-    # then resamples S3's runs x prompts, as the paper profile's six runs would be.
+    # The paper profile's six training runs of every target: render_claims resamples S3's
+    # runs x prompts.
     s3["seeds"] = S3_SEEDS
-    params["claims"]["paper"]["min_units"] = S3_SEEDS
+    params["claims"]["paper"]["min_units"] = 2  # as before: the other papers' tiny units
 
 
 @pytest.fixture(scope="module")
@@ -614,7 +631,7 @@ def test_s3_trains_every_target_per_policy_from_the_gpt2_base(s3_root):
     assert len(dp) == 3 * S3_SEEDS and dp["epsilon"].between(0, epsilon + 1e-6).all()
     # Every target again in run 1 (seed + 1, its own folder); the references once.
     targets = log[log["without"].isna()]
-    assert (targets.groupby("run").size() == 9).all() and set(log["run"]) == {0, 1}
+    assert (targets.groupby("run").size() == 9).all() and set(log["run"]) == set(range(S3_SEEDS))
     assert set(log.loc[log["without"].notna(), "run"]) == {0}
     assert log.loc[log["run"] == 1, "model"].str.startswith("run1/").all()
     run0, run1 = (targets[targets["run"] == r].set_index(["target", "policy"]) for r in (0, 1))

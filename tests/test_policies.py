@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from sklearn.linear_model import LogisticRegression
+from tokenizers import processors
 
+from privleak.data.multidogo_keywords import MULTIDOGO_KEYWORDS
 from privleak.errors import PrivleakError
 from privleak.policies import (
     NONE,
+    SEQUENCE_POLICY_FILE,
     ClassifierPolicy,
     KeywordPolicy,
     LabelsKept,
+    SequenceClassifierPolicy,
     label_words,
     leaks,
     leaks_many,
@@ -24,6 +30,7 @@ from privleak.policies import (
     redact_own_domains,
     word_spans,
 )
+from privleak.training.family import train_tokenizer
 
 KEYWORDS = {"AIRLINE": ["flight", "seat", "boarding pass", "drive-thru"], "MEDIA": ["episode"]}
 # A toy world: three domains with three words each, plus filler words every domain uses.
@@ -366,6 +373,184 @@ def test_bad_training_data_and_lookups_are_one_line(per_word):
         with pytest.raises(PrivleakError, match=re.escape(message)) as caught:
             call()
         assert "\n" not in str(caught.value)
+
+
+# --- sequence classifier policy ----------------------------------------------------------------
+
+# Public text: the filler words alone, sensitive for no domain.
+PUBLIC = [" ".join(FILLER[i:] + FILLER[:i]) for i in range(len(FILLER))] * 2
+FIT = {"window": 2, "stride": 1, "threshold": 0.9, "epochs": 25, "batch_size": 16}
+FIT |= {"learning_rate": 5e-3, "seed": 0, "max_windows": 100}
+
+
+def _save_tiny_roberta(folder: Path, texts: list[str]) -> str:
+    """A random 1-layer RoBERTa masked LM (the hub's roberta-base is one) and a byte-level BPE
+    tokenizer wrapping each text in <s> ... </s> as RoBERTa's does, saved into folder. No
+    dropout: 25 epochs then reach confident flags whatever the seed (0 to 7 tried)."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                           type_vocab_size=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    RobertaForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """A tiny model gains nothing from a second thread, and on busy shared cores OpenMP's
+    waiting threads slow its many small steps up to ~70x (1 s to 70 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta(tmp_path_factory, one_torch_thread) -> str:
+    texts, _ = toy_corpus(("AIRLINE", "MEDIA"))
+    return _save_tiny_roberta(tmp_path_factory.mktemp("roberta"), texts + PUBLIC)
+
+
+@pytest.fixture(scope="module")
+def sequence(tiny_roberta) -> SequenceClassifierPolicy:
+    texts, labels = toy_corpus(("MEDIA", "AIRLINE"))
+    return SequenceClassifierPolicy.fit(texts, labels, tiny_roberta, public=PUBLIC, **FIT)
+
+
+def test_a_fine_tuned_sequence_classifier_flags_the_words_of_its_domain(sequence):
+    # The domains sorted (MEDIA's texts came first), then NONE.
+    assert sequence.classes == ("AIRLINE", "MEDIA", NONE)
+    assert sequence.domains == ("AIRLINE", "MEDIA")
+    assert len(sequence.losses) == FIT["epochs"] and sequence.losses[-1] < sequence.losses[0] - 0.2
+    # Windows of 2 words: a domain word flags its neighbours too; filler alone flags nothing.
+    text = "please help with my flight today, the stream please"
+    assert sequence.flags(text, "AIRLINE") == [0, 0, 0, 1, 1, 1, 0, 0, 0]
+    assert sequence.flags(text, "MEDIA") == [0, 0, 0, 0, 0, 0, 1, 1, 1]
+    probabilities = sequence.probabilities(["please help", "my flight", "the stream"])
+    assert probabilities.shape == (3, 3) and np.allclose(probabilities.sum(axis=1), 1)
+    assert probabilities[0, 2] == probabilities[0].max()
+    assert probabilities[1, 0] > 0.9 and probabilities[2, 1] > 0.9
+    assert sequence.flags_by_domain(["a seat", ""]) == {
+        "AIRLINE": [[1, 1], []],
+        "MEDIA": [[0, 0], []],
+    }
+
+
+def test_a_saved_sequence_classifier_flags_identically(sequence, tmp_path):
+    sequence.save(tmp_path / "policy")
+    saved = json.loads((tmp_path / "policy" / SEQUENCE_POLICY_FILE).read_text())
+    assert saved == {"classes": ["AIRLINE", "MEDIA", NONE], "window": 2, "stride": 1,
+                     "threshold": 0.9, "losses": list(sequence.losses)}  # fmt: skip
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in (tmp_path / "policy").iterdir()
+    }
+    loaded = SequenceClassifierPolicy.load(tmp_path / "policy")
+    texts = ["please help with my flight today", "stream the episode", "the gate and the channel"]
+    assert loaded.flags_by_domain(texts) == sequence.flags_by_domain(texts)
+    assert np.array_equal(loaded.probabilities(texts), sequence.probabilities(texts))
+    # Another inference batch pads windows differently: the same probabilities up to rounding.
+    by_two = SequenceClassifierPolicy.load(tmp_path / "policy", batch_size=2)
+    assert np.allclose(by_two.probabilities(texts), sequence.probabilities(texts), atol=1e-6)
+
+
+def test_sequence_classifier_windows_are_capped_per_class_by_a_seeded_sample():
+    from privleak.policies import _capped
+
+    labels = np.array([0, 1, 0, 2, 0, 0, 1])
+    kept = _capped(labels, 2, seed=0)
+    assert np.bincount(labels[kept]).tolist() == [2, 2, 1] and np.all(np.diff(kept) > 0)
+    assert np.array_equal(kept, _capped(labels, 2, seed=0))
+    assert np.array_equal(_capped(labels, None, seed=0), np.arange(7))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"window": 0}, "sequence classifier policy window must be an integer >= 1 (words); got 0"),
+        ({"window": 2, "stride": 3}, "stride must be an integer in [1, window = 2]; got 3"),
+        ({"threshold": 1.0}, "policy threshold must be a number in (0, 1); got 1.0"),
+        ({"threshold": 0}, "threshold must be a number in (0, 1); got 0"),
+        ({"epochs": 0}, "sequence classifier policy epochs must be an integer >= 1; got 0"),
+        ({"batch_size": 2.0}, "batch_size must be an integer >= 1; got 2.0"),
+        ({"max_windows": 0}, "max_windows must be an integer >= 1; got 0"),
+        ({"learning_rate": 0}, "learning_rate must be a number > 0; got 0"),
+        ({"seed": None}, "sequence classifier policy seed must be an integer; got None"),
+        ({"device": "tpu"}, "sequence classifier policy device 'tpu': not a device; allowed: cpu"),
+    ],
+)
+def test_bad_sequence_classifier_settings_are_one_line(tiny_roberta, options, message):
+    texts, labels = toy_corpus(("AIRLINE", "MEDIA"))
+    with pytest.raises(PrivleakError, match=re.escape(message)) as caught:
+        SequenceClassifierPolicy.fit(texts, labels, tiny_roberta, **(FIT | options))
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_sequence_classifier_data_and_lookups_are_one_line(sequence, tiny_roberta, tmp_path):
+    texts, labels = toy_corpus(("AIRLINE", "MEDIA"))
+    name = "sequence classifier policy"
+    cases = [
+        (
+            lambda: sequence.flags("a seat", "INSURANCE"),
+            f"{name} was never trained on domain 'INSURANCE'; allowed: AIRLINE, MEDIA",
+        ),
+        (
+            lambda: SequenceClassifierPolicy.fit(texts[:12], labels[:12], tiny_roberta, **FIT),
+            f"{name} needs texts of at least 2 classes, one a domain, to train; got ['AIRLINE']",
+        ),
+        (
+            lambda: SequenceClassifierPolicy.fit(texts, [NONE] * 24, tiny_roberta, **FIT),
+            f"{name} fit: 'none' is the class of public text, not a domain",
+        ),
+        (
+            lambda: SequenceClassifierPolicy.fit(texts, labels, str(tmp_path / "absent"), **FIT),
+            f"{name} could not load '{tmp_path / 'absent'}'",
+        ),
+        (
+            lambda: SequenceClassifierPolicy.load(tmp_path),
+            f"{name} folder {tmp_path} has no {SEQUENCE_POLICY_FILE}; write one with "
+            "SequenceClassifierPolicy.save",
+        ),
+        (
+            lambda: SequenceClassifierPolicy(
+                sequence.model, sequence.tokenizer, classes=["MEDIA", "AIRLINE", NONE],
+                window=2, stride=1, threshold=0.5,
+            ),
+            f"{name} classes ['MEDIA', 'AIRLINE', 'none'] differ from the model's labels "
+            "['AIRLINE', 'MEDIA', 'none']",
+        ),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(PrivleakError, match=re.escape(message)) as caught:
+            call()
+        assert "\n" not in str(caught.value)
+
+
+def test_multidogo_keyword_lists_share_no_word_between_domains():
+    assert list(MULTIDOGO_KEYWORDS) == ["AIRLINE", "MEDIA", "INSURANCE"]
+    words = {}
+    for domain, keywords in MULTIDOGO_KEYWORDS.items():
+        assert 15 <= len(keywords) <= 30 and len(set(keywords)) == len(keywords), domain
+        assert all(keyword == keyword.lower() for keyword in keywords), domain
+        words[domain] = {word for keyword in keywords for word in re.findall(r"\w+", keyword)}
+    for domain, own in words.items():
+        others = set().union(*(w for d, w in words.items() if d != domain))
+        assert not own & others, (domain, own & others)
+    policy = KeywordPolicy(MULTIDOGO_KEYWORDS)
+    text = "My modem is down, so I missed my flight and filed a claim."
+    tokens = re.findall(r"\w+", text)
+    flagged = {
+        d: [w for w, f in zip(tokens, policy.flags(text, d), strict=True) if f]
+        for d in policy.domains
+    }
+    assert flagged == {"AIRLINE": ["flight"], "MEDIA": ["modem"], "INSURANCE": ["claim"]}
 
 
 # --- redaction and leaks -----------------------------------------------------------------------

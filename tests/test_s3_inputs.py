@@ -75,8 +75,24 @@ PARAM_CASES = {
     "delta_one": ("dp.delta", 1.0, "dp.delta = 1.0: must be a number in (0, 1)"),
     "stride_past_window": (
         "classifier.stride", 20,
-        "classifier.stride = 20: must be <= window (2), or words between windows are never "
+        "classifier.stride = 20: must be <= window (16), or words between windows are never "
         "flagged",
+    ),
+    "sequence_classifier_without_a_model": (
+        "classifier.model", None,
+        "classifier.model = null: required by kind sequence",
+    ),
+    "unknown_classifier_kind": (
+        "classifier.kind", "roberta",
+        "classifier.kind = 'roberta': must be one of sequence, embedding_logistic",
+    ),
+    "unknown_schedule_draw": (
+        "schedule.draw", "prompt",
+        "schedule.draw = 'prompt': must be one of batch, document",
+    ),
+    "unknown_keyword_lists": (
+        "keywords", "airline",
+        "keywords",
     ),
     "public_dialogs_of_a_private_domain": (
         "classifier.public.options.domains", ["FASTFOOD", "MEDIA"],

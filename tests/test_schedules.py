@@ -11,9 +11,12 @@ import torch
 from privleak.errors import PrivleakError
 from privleak.training.finetune import finetune_causal_lm, shuffled_batches
 from privleak.training.schedules import (
+    plain_steps,
+    private_schedule_finetune,
     redaction_draw,
     redaction_probability,
     schedule_finetune,
+    step_draw,
 )
 from tests.conftest import family_llama
 
@@ -54,7 +57,11 @@ def test_exp_concave_is_concave_above_linear_and_tends_to_linear():
     assert max(second_differences) <= 1e-12
     assert all(value >= 1 - t / T for t, value in enumerate(p))
     # k = 5 at mid-training: (1 - e^-2.5) / (1 - e^-5) = 0.91792 / 0.99326 = 0.92414.
-    assert redaction_probability("exp_concave", 1, 2) == pytest.approx(0.92414, abs=1e-5)
+    assert redaction_probability("exp_concave", 1, 2, sharpness=5.0) == pytest.approx(
+        0.92414, abs=1e-5
+    )
+    # The default is the official scale 15: p(0.8) = (1 - e^-3) / (1 - e^-15) = 0.95021.
+    assert redaction_probability("exp_concave", 4, 5) == pytest.approx(0.95021, abs=1e-5)
     assert redaction_probability("exp_concave", 1, 4, sharpness=1e-6) == pytest.approx(0.75)
     assert redaction_probability("exp_concave", 1, 2, sharpness=20.0) > 0.9999
 
@@ -156,3 +163,48 @@ def test_bad_schedule_finetune_inputs_are_one_line_errors(redacted, original, kw
     args = {"schedule": "linear"} | SETTINGS | kwargs
     with pytest.raises(PrivleakError, match=match):
         schedule_finetune(family_llama(), redacted, original, **args)
+
+
+PRIVATE = {
+    "target_epsilon": 8.0,
+    "delta": 1e-5,
+    "max_grad_norm": 1.0,
+    "batch_size": 16,
+    "learning_rate": 1e-2,
+}
+
+
+def test_batch_draw_takes_dp_steps_on_originals_and_accounts_only_for_them():
+    result = private_schedule_finetune(
+        family_llama(), REDACTED, ORIGINAL, schedule="linear", seed=3, private=PRIVATE, **SETTINGS
+    )
+    # 2 epochs x 48 / 16 = 6 steps; p = 1 - t/5; step t plain iff its one draw < p(t).
+    expected = [step_draw(3, t) < 1 - t / 5 for t in range(6)]
+    assert result.plain == expected == plain_steps("linear", 6, 3)
+    assert result.plain[0] and not result.plain[-1]  # p(0) = 1, p(5) = 0
+    dp = expected.count(False)
+    assert 1 <= dp < 6 and result.dp_steps == dp
+    assert result.accounted_steps == dp  # the plain steps are never composed
+    assert 0 < result.epsilon <= PRIVATE["target_epsilon"] * 1.01
+    assert result.sample_rate == 1 / 3  # Poisson rate 1 / ceil(48 / 16)
+    assert len(result.losses) == 6
+
+
+def test_fewer_dp_steps_need_less_noise_for_the_same_epsilon():
+    from opacus.accountants.utils import get_noise_multiplier
+
+    result = private_schedule_finetune(
+        family_llama(), REDACTED, ORIGINAL, schedule="linear", seed=3, private=PRIVATE, **SETTINGS
+    )
+    every_step = get_noise_multiplier(
+        target_epsilon=8.0, target_delta=1e-5, sample_rate=1 / 3, steps=6, accountant="rdp"
+    )
+    assert result.noise_multiplier < every_step
+
+
+def test_a_document_longer_than_seq_len_is_refused_as_a_dp_unit():
+    longer = [doc + [20, 21] for doc in ORIGINAL]  # 10 tokens, seq_len 8
+    with pytest.raises(PrivleakError, match="document 0 has 10 tokens; DP protects one document"):
+        private_schedule_finetune(
+            family_llama(), REDACTED, longer, schedule="linear", private=PRIVATE, **SETTINGS
+        )

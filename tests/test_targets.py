@@ -44,8 +44,10 @@ def test_plans_list_targets_then_references_then_further_runs_of_targets_only():
     assert by_name["a_only"]["docs"] == ORIGINAL[:1]
     assert by_name["reference-no_b"] | {"docs": None} == {
         "model": "reference-no_b", "run": 0, "target": "Reference (D without B)", "policy": None,
-        "without": "B", "kind": "adamw", "docs": None,
+        "without": "B", "kind": "adamw", "after": None, "docs": None,
     }  # fmt: skip
+    assert by_name["jft-keyword"]["after"] == "pub_redacted-keyword"
+    assert by_name["run1/jft-keyword"]["after"] == "run1/pub_redacted-keyword"
     assert by_name["reference-no_b"]["docs"] == [ORIGINAL[0], ORIGINAL[2]]
     assert by_name["jft-keyword"]["docs"] is REDACTED["keyword"]
     assert by_name["run1/jft-keyword"]["run"] == 1 and by_name["jft-keyword"]["run"] == 0
@@ -92,13 +94,49 @@ def test_an_adamw_fit_equals_the_fine_tune_at_seed_plus_run():
     assert list(row) == ["epsilon", "delta", "noise_multiplier", "steps", "tokens", "final_loss"]
 
 
-def test_a_schedule_fit_logs_its_mean_redacted_share():
+def test_a_document_draw_schedule_fit_logs_its_mean_redacted_share_and_no_epsilon():
     adamw, private = optimiser_settings(TRAIN, DP)
-    plan = target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)[5]
+    plan = target_plans(
+        ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1, draw="document"
+    )[5]
     assert plan["kind"] == "schedule"
+    assert plan["target"] == "Redaction Schedule (AdamW, per-document draw)"
     fitted = fit_target(
         plan, lambda: tiny_llama(vocab_size=16, window=16), ORIGINAL, pad_id=0, seed=0,
-        adamw=adamw, private=private, schedule={"name": "linear"},
+        adamw=adamw, private=private, schedule={"name": "linear", "draw": "document"},
     )  # fmt: skip
     assert 0.0 <= fitted["row"]["mean_redacted_share"] <= 1.0
     assert fitted["row"]["steps"] == len(fitted["losses"]) > 0
+    assert math.isnan(fitted["row"]["epsilon"])
+
+
+def test_a_batch_draw_schedule_fit_logs_its_epsilon_and_dp_steps():
+    adamw, private = optimiser_settings(TRAIN | {"epochs": 4}, DP)
+    plan = target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)[5]
+    assert plan["target"] == "Redaction Schedule"
+    fitted = fit_target(
+        plan, lambda: tiny_llama(vocab_size=16, window=16), ORIGINAL, pad_id=0, seed=0,
+        adamw=adamw, private=private, schedule={"name": "linear", "draw": "batch"},
+    )  # fmt: skip
+    row = fitted["row"]
+    assert row["steps"] == 8 and 1 <= row["dp_steps"] < 8  # p(0) = 1, p(7) = 0
+    assert 0 < row["epsilon"] <= 8.0 * 1.01 and row["delta"] == 1e-5
+    assert row["mean_redacted_share"] == 1 - row["dp_steps"] / 8
+
+
+def test_jft_from_its_first_phase_equals_jft_from_scratch():
+    adamw, private = optimiser_settings(TRAIN, DP)
+    plans = {
+        p["model"]: p
+        for p in target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)
+    }
+    settings = dict(
+        load=lambda: tiny_llama(vocab_size=16, window=16), original=ORIGINAL, pad_id=0, seed=0,
+        adamw=adamw, private=private, schedule={"name": "linear"},
+    )  # fmt: skip
+    first = fit_target(plans["pub_redacted-keyword"], **settings)
+    reused = fit_target(plans["jft-keyword"], first_phase=first, **settings)
+    scratch = fit_target(plans["jft-keyword"], **settings)
+    assert reused["losses"] == scratch["losses"]
+    assert all(torch.equal(reused["state"][k], v) for k, v in scratch["state"].items())
+    assert reused["row"] == scratch["row"]  # tokens include the reused first phase

@@ -1,14 +1,20 @@
 """The statistics of S3's LiRa attack and of domain privacy, from samples already drawn and scored
 by `privleak.lira_sampling`: LiRa scores and the selected candidates, the attack's success rates
 (per leaked domain and OVERALL) with their intervals, the domain-privacy ratio C with its
-bootstrap interval, and the per-target tables that S3's renderers and claims read.
+bootstrap interval (or lower bound), and the per-target tables that S3's renderers and claims read.
+
+Success-rate base. `rate` = successes / selected: of the non-empty samples the attack picked
+(under j's reference for domain j; for OVERALL the union of the picks over j, a sample counted
+once), the share that F_j flags. `rate_per_generation` = successes / every non-empty sample, the
+paper's literal "#success / #non-empty generations"; with one pick per prompt it cannot exceed
+1 / samples per prompt, so it measures the attack's pick count as much as the leak.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import NamedTuple
 
@@ -94,11 +100,29 @@ def _codes(ids: Sequence[Hashable]) -> np.ndarray:
 
 
 class Rate(NamedTuple):
-    """#success / #non-empty generations (NaN when there are none) and its two counts."""
+    """A LiRa success rate and its counts.
+
+    rate: successes / selected, the share of the attack's non-empty picks that leak (NaN without
+    a pick); rate_per_generation: successes / nonempty, the paper's literal #success /
+    #non-empty generations (NaN without a non-empty sample)."""
 
     rate: float
     successes: int
+    selected: int
     nonempty: int
+    rate_per_generation: float
+
+
+def _counted(success, selected, nonempty) -> Rate:
+    """The Rate of [n] bool masks: successes and picks among the non-empty samples."""
+    successes, picks, total = (int(np.sum(m & nonempty)) for m in (success, selected, nonempty))
+    return Rate(
+        successes / picks if picks else math.nan,
+        successes,
+        picks,
+        total,
+        successes / total if total else math.nan,
+    )
 
 
 def lira_success_rate(selected_mask, leaked_mask, nonempty_mask) -> Rate:
@@ -106,10 +130,10 @@ def lira_success_rate(selected_mask, leaked_mask, nonempty_mask) -> Rate:
 
     selected_mask, leaked_mask: [n] for one leaked domain j (selected with M_{D without d_j}'s
     scores, flagged by F_j), or [J, n] for J domains. nonempty_mask: [n]. A sample succeeds when
-    it is non-empty and, for some j, both selected under j's reference and flagged by F_j: with
-    [J, n] masks a sample counts once however many domains it leaks, so the overall rate is
-    #samples that leak some domain / #non-empty (the official code likewise counts a generation
-    once when it is flagged for any target domain)."""
+    it is non-empty and, for some j, both selected under j's reference and flagged by F_j; it is
+    a pick when it is non-empty and selected under some j. With [J, n] masks a sample counts once
+    however many domains pick or leak it (the official code likewise counts a generation once
+    when it is flagged for any target domain)."""
     selected, leaked = np.asarray(selected_mask, bool), np.asarray(leaked_mask, bool)
     nonempty = np.asarray(nonempty_mask, bool)
     require(nonempty.ndim == 1, f"nonempty_mask must be [n], got shape {nonempty.shape}")
@@ -119,9 +143,9 @@ def lira_success_rate(selected_mask, leaked_mask, nonempty_mask) -> Rate:
             f"{name} has shape {mask.shape}; allowed [n] or [J, n] with n = {len(nonempty)}",
         )
     require(selected.shape == leaked.shape, f"{selected.shape} selected vs {leaked.shape} leaked")
-    success = (selected & leaked).reshape(-1, len(nonempty)).any(0) & nonempty
-    successes, total = int(success.sum()), int(nonempty.sum())
-    return Rate(successes / total if total else math.nan, successes, total)
+    per_domain = (-1, len(nonempty))
+    success = (selected & leaked).reshape(per_domain).any(0)
+    return _counted(success, selected.reshape(per_domain).any(0), nonempty)
 
 
 class Picks(NamedTuple):
@@ -181,36 +205,37 @@ def lira_success_rates(
     per_prompt: int | None = None,
     top: int | None = None,
 ) -> dict[str, Rate]:
-    """{domain j: Rate, OVERALL: Rate}: each `lira_picks` mask's successes over the non-empty
-    samples (arguments as there)."""
+    """{domain j: Rate, OVERALL: Rate}: each `lira_picks` mask's successes over its picks and
+    over the non-empty samples (arguments as there)."""
     picks = lira_picks(scores, leaked, nonempty_mask, prompt_ids, per_prompt=per_prompt, top=top)
-    total = int(np.asarray(nonempty_mask, bool).sum())
-    return {
-        key: Rate(int(p.success.sum()) / total if total else math.nan, int(p.success.sum()), total)
-        for key, p in picks.items()
-    }
+    nonempty = np.asarray(nonempty_mask, bool)
+    return {key: _counted(p.success, p.selected, nonempty) for key, p in picks.items()}
 
 
-def zero_success_interval(
-    prompts: int, selected: int, nonempty: int, *, alpha: float
-) -> tuple[float, float]:
-    """(0, upper): the (1 - alpha) interval of a LiRa success rate that saw no success in
-    `nonempty` samples of `prompts` prompts, `selected` of which the attack picked.
+def zero_success_interval(picks_per_prompt, *, alpha: float) -> tuple[float, float]:
+    """(0, upper): the (1 - alpha) interval of a LiRa success rate (successes / picks) that saw
+    no success among the picks of len(picks_per_prompt) prompts, picks_per_prompt [prompts] the
+    number of non-empty picks of each prompt (>= 1).
 
     A bootstrap over prompts has nothing to resample here (every resample reads 0), yet 0 of n is
     no proof the rate is 0. The bound counts prompts, the independent unit, not samples (a
-    prompt's samples share its context): only picked samples can succeed, so the rate is at most
-    q * selected / nonempty, q the chance that a prompt's picks leak. q's exact (Clopper-Pearson)
-    two-sided upper bound at 0 successes of `prompts` is 1 - (alpha / 2) ** (1 / prompts)."""
-    for name, count in (("prompts", prompts), ("selected", selected)):
-        require(isinstance(count, int) and count >= 1, f"{name} must be an int >= 1, got {count}")
+    prompt's samples share its context): with q the chance that some pick of a prompt leaks, the
+    rate sum(leaks) / sum(picks) is at most q * max(picks) / mean(picks) (a leaking prompt adds at
+    most its own picks, at most max(picks)), which is q when every prompt has as many picks. q's
+    exact (Clopper-Pearson) two-sided upper bound at 0 successes of `prompts` is
+    1 - (alpha / 2) ** (1 / prompts). Capped at 1."""
+    picks = np.asarray(picks_per_prompt)
     require(
-        isinstance(nonempty, int) and nonempty >= selected,
-        f"nonempty must be an int >= selected ({selected}), got {nonempty}",
+        picks.ndim == 1 and picks.size >= 1,
+        f"picks_per_prompt must be [prompts] with at least one prompt, got shape {picks.shape}",
+    )
+    require(
+        np.issubdtype(picks.dtype, np.integer) and bool((picks >= 1).all()),
+        f"picks_per_prompt must be ints >= 1 (prompts without a pick left out), got {picks}",
     )
     require(0 < alpha < 0.5, f"alpha must be in (0, 0.5), got {alpha}")
-    q = stats.binomtest(0, prompts).proportion_ci(1 - alpha, method="exact").high
-    return 0.0, q * selected / nonempty
+    q = stats.binomtest(0, picks.size).proportion_ci(1 - alpha, method="exact").high
+    return 0.0, min(1.0, q * picks.max() / picks.mean())
 
 
 # ---------------------------------------------------------------- domain privacy
@@ -292,6 +317,7 @@ def domain_privacy_interval(
     min_units: int = 2,
     method: str = "percentile",
     target_runs: Sequence[Hashable] | None = None,
+    lower_bound_if_reference_clean: bool = False,
 ) -> Estimate:
     """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
     and method as in `privleak.claims.bootstrap`).
@@ -305,7 +331,11 @@ def domain_privacy_interval(
     target_runs: the training run of each target sample, when the target was trained several
     times (every run with the same samples per prompt); runs and prompts are then resampled as
     crossed factors, each run's samples of a prompt paired with the (one) reference's samples of
-    that prompt (fewer than min_units runs: no interval)."""
+    that prompt (fewer than min_units runs: no interval).
+
+    lower_bound_if_reference_clean: where the ratio is inf (pseudocount 0, the reference never
+    flags, the target does), return [`domain_privacy_bound`, inf] with a note saying so, instead
+    of no interval."""
     target_flagged, reference_flagged = np.asarray(target_flagged), np.asarray(reference_flagged)
     require(
         len(target_prompt_ids) == len(target_flagged),
@@ -317,13 +347,31 @@ def domain_privacy_interval(
         "reference_prompt_ids",
     )
     # The point estimate's checks (mask shapes, pseudocount) hold for the resampled rows too.
-    domain_privacy(
+    point = domain_privacy(
         target_flagged,
         reference_flagged,
         target_nonempty,
         reference_nonempty,
         pseudocount=pseudocount,
     )
+    if lower_bound_if_reference_clean and point.ratio == math.inf:
+        low = domain_privacy_bound(
+            target_flagged,
+            reference_flagged,
+            target_nonempty,
+            reference_nonempty,
+            target_prompt_ids,
+            reference_prompt_ids,
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+            min_units=min_units,
+            method=method,
+            target_runs=target_runs,
+        )
+        units = len(np.unique(_codes([*target_prompt_ids, *reference_prompt_ids])))
+        note = "the reference never flags: low is a lower bound on C, with no upper limit"
+        return Estimate(math.inf, low, math.inf, units, note)
     target = _flag_rows(1.0, target_flagged, target_nonempty)
     reference = _flag_rows(0.0, reference_flagged, reference_nonempty)
     target_groups, reference_groups = list(target_prompt_ids), list(reference_prompt_ids)
@@ -341,9 +389,21 @@ def domain_privacy_interval(
         reference_groups = reference_groups * len(runs)
         crossing["runs"] = np.r_[run_codes, np.repeat(runs, len(reference_flagged))]
     rows = np.r_[target, reference]
-    return bootstrap(
+    # A percentile interval maps through any monotone transform, so where the reference flags
+    # less often than the target (a resample may draw none of its flags: C = inf there), the
+    # interval of 1 / C = reference rate / target rate, finite in every resample, is inverted.
+    inverted = (
+        method == "percentile"
+        and pseudocount == 0
+        and point.reference_flagged > 0
+        and point.reference_flagged * point.target_nonempty
+        < point.target_flagged * point.reference_nonempty
+    )
+    estimate = bootstrap(
         rows,
-        partial(_ratio_of_rows, pseudocount=pseudocount, reference_copies=copies),
+        partial(
+            _ratio_of_rows, pseudocount=pseudocount, reference_copies=copies, inverted=inverted
+        ),
         n_boot=n_boot,
         seed=seed,
         alpha=alpha,
@@ -352,6 +412,16 @@ def domain_privacy_interval(
         groups=_codes([*target_groups, *reference_groups]),
         **crossing,
     )
+    if not inverted:
+        return estimate
+    return replace(
+        estimate, effect=point.ratio, low=_inverse(estimate.high), high=_inverse(estimate.low)
+    )
+
+
+def _inverse(value: float) -> float:
+    """1 / value, with 1 / 0 = inf (a ratio's bound where its inverse reaches 0); NaN stays."""
+    return math.inf if value == 0 else 1 / value
 
 
 def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
@@ -360,12 +430,15 @@ def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
     return np.c_[np.full(len(flagged), is_target), flagged & nonempty, nonempty]
 
 
-def _ratio_of_rows(drawn: np.ndarray, pseudocount: float, reference_copies: int = 1) -> float:
+def _ratio_of_rows(
+    drawn: np.ndarray, pseudocount: float, reference_copies: int = 1, inverted: bool = False
+) -> float:
     """domain_privacy's ratio of `_flag_rows` rows (target and reference rows together), where
-    the reference's rows come `reference_copies` times (once per drawn training run)."""
+    the reference's rows come `reference_copies` times (once per drawn training run); its
+    inverse (reference rate / target rate) when `inverted`."""
     target = drawn[:, 0] == 1
     flagged, nonempty = drawn[:, 1], drawn[:, 2]
-    return _ratio(
+    rates = (
         _rate(flagged[target].sum(), nonempty[target].sum(), pseudocount),
         _rate(
             flagged[~target].sum() / reference_copies,
@@ -373,39 +446,137 @@ def _ratio_of_rows(drawn: np.ndarray, pseudocount: float, reference_copies: int 
             pseudocount,
         ),
     )
+    return _ratio(*rates[::-1]) if inverted else _ratio(*rates)
+
+
+def domain_privacy_bound(
+    target_flagged,
+    reference_flagged,
+    target_nonempty,
+    reference_nonempty,
+    target_prompt_ids: Sequence[Hashable],
+    reference_prompt_ids: Sequence[Hashable],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float = 0.05,
+    min_units: int = 2,
+    method: str = "percentile",
+    target_runs: Sequence[Hashable] | None = None,
+) -> float:
+    """A lower bound on C where the reference never flags (its estimate is inf): the target
+    rate's (1 - alpha) lower limit over the reference rate's (1 - alpha) upper limit, so the
+    bound fails with probability at most alpha (each limit fails with at most alpha / 2).
+
+    The target rate's limit is its bootstrap interval over prompts (runs crossed when
+    target_runs is given; arguments as in `domain_privacy_interval`); NaN where that bootstrap
+    gives no interval, 0 where the target never flags either (C >= 0 holds trivially). The
+    reference rate's limit is exact at 0 flagged: a sample's chance to be flagged is at most its
+    prompt's chance to have a flagged sample, whose Clopper-Pearson upper limit at 0 of the
+    reference's prompts with a non-empty sample (the independent unit: a prompt's samples share
+    one context) is 1 - (alpha / 2) ** (1 / prompts). NaN where the reference has no non-empty
+    sample."""
+    point = domain_privacy(target_flagged, reference_flagged, target_nonempty, reference_nonempty)
+    require(
+        point.reference_flagged == 0,
+        f"domain_privacy_bound is for a reference that never flags; this one flags "
+        f"{point.reference_flagged} non-empty samples (use domain_privacy_interval)",
+    )
+    require(
+        len(target_prompt_ids) == len(np.asarray(target_flagged)),
+        f"{len(np.asarray(target_flagged))} target samples for {len(target_prompt_ids)} "
+        "target_prompt_ids",
+    )
+    require(
+        len(reference_prompt_ids) == len(np.asarray(reference_flagged)),
+        f"{len(np.asarray(reference_flagged))} reference samples for "
+        f"{len(reference_prompt_ids)} reference_prompt_ids",
+    )
+    reference_nonempty = np.asarray(reference_nonempty, bool)
+    reference_prompts = len(set(_codes(reference_prompt_ids)[reference_nonempty]))
+    if reference_prompts == 0:
+        return math.nan
+    if point.target_flagged == 0:
+        return 0.0
+    crossing = {} if target_runs is None else {"runs": target_runs}
+    target_nonempty = np.asarray(target_nonempty, bool)
+    target = bootstrap(
+        np.c_[np.asarray(target_flagged, bool) & target_nonempty, target_nonempty],
+        _ratio_of_sums,
+        n_boot=n_boot,
+        seed=seed,
+        alpha=alpha,
+        min_units=min_units,
+        method=method,
+        groups=_codes(target_prompt_ids),
+        **crossing,
+    )
+    reference = stats.binomtest(0, reference_prompts).proportion_ci(1 - alpha, method="exact")
+    return target.low / reference.high
 
 
 # ---------------------------------------------------------------- tables of one target's samples
 
 
-def _share(rows: np.ndarray) -> float:
-    """successes / non-empty samples of rows [success, non-empty]; NaN without a sample."""
+def _ratio_of_sums(rows: np.ndarray) -> float:
+    """sum(rows[:, 0]) / sum(rows[:, 1]) of rows [count, total]; NaN when the total is 0."""
     total = rows[:, 1].sum()
     return rows[:, 0].sum() / total if total else math.nan
 
 
 def success_rate_interval(
-    success, selected, nonempty, prompt_ids, *, n_boot: int, seed: int, alpha: float
+    success,
+    selected,
+    prompt_ids: Sequence[Hashable],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    runs: Sequence[Hashable] | None = None,
 ) -> tuple[float, float]:
-    """The success rate's bootstrap interval over prompts.
+    """The (1 - alpha) interval of the success rate successes / selected, by a bootstrap over the
+    prompts with a pick.
 
-    With no success, where every resample reads 0, the exact bound of `zero_success_interval`
-    over the prompts with a pick.
+    Where no pick succeeds, or every pick does, every resample reads the same: the interval is
+    then `zero_success_interval`'s exact bound over those prompts on the successes (0, upper) or
+    on the failures (1 - upper, 1).
 
     Args:
-        success, selected, nonempty: shape (n,) bool, per sample.
+        success, selected: [n] bool per sample, success a subset of selected (the non-empty
+            picks, as `lira_picks` gives them).
         prompt_ids: n prompt ids, the bootstrap's groups.
         n_boot, seed, alpha: as in `privleak.claims.bootstrap`.
+        runs: n training-run labels, when the samples come from several runs of a target (each
+            run with the same samples per prompt): runs and prompts are resampled as crossed
+            factors, and the exact bound counts (run, prompt) cells.
 
     Returns:
-        (low, high).
+        (low, high); NaN without a pick.
     """
-    if not success.any() and selected.any():
-        prompts = len(set(np.asarray(prompt_ids, dtype=object)[selected]))
-        counts = int(selected.sum()), int(nonempty.sum())
-        return zero_success_interval(prompts, *counts, alpha=alpha)
-    rows = np.c_[np.asarray(success, float), np.asarray(nonempty, float)]
-    estimate = bootstrap(rows, _share, n_boot=n_boot, seed=seed, alpha=alpha, groups=prompt_ids)
+    success, selected = np.asarray(success, bool), np.asarray(selected, bool)
+    require(
+        success.shape == selected.shape == (len(prompt_ids),),
+        f"success {success.shape}, selected {selected.shape} and {len(prompt_ids)} prompt_ids "
+        "must all be [n]",
+    )
+    require(not (success & ~selected).any(), "success must be a subset of selected")
+    if not selected.any():
+        return math.nan, math.nan
+    cells = _codes(prompt_ids if runs is None else list(zip(runs, prompt_ids, strict=True)))
+    wins = success[selected]
+    if not wins.any() or wins.all():
+        _, high = zero_success_interval(
+            np.unique(cells[selected], return_counts=True)[1], alpha=alpha
+        )
+        return (0.0, high) if not wins.any() else (1.0 - high, 1.0)
+    if runs is None:
+        rows, groups, crossing = np.c_[wins, np.ones(len(wins))], cells[selected], {}
+    else:  # every sample is a row, so each (run, prompt) cell holds the same number of rows
+        rows, groups = np.c_[success, selected].astype(float), _codes(prompt_ids)
+        crossing = {"runs": _codes(runs)}
+    estimate = bootstrap(
+        rows, _ratio_of_sums, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups, **crossing
+    )
     return estimate.low, estimate.high
 
 
@@ -418,28 +589,41 @@ def _scores_and_flags(drawn, policy: str, leaked: Sequence[str]) -> tuple[dict, 
 
 
 def prompt_successes(drawn, policy: str, leaked: Sequence[str]) -> pd.DataFrame:
-    """Per prompt, the LiRa successes (OVERALL, one pick per prompt and leaked domain) and the
-    non-empty samples of one target's samples: the unit rows of a paired contrast of targets.
+    """Per prompt, the LiRa counts of one target's samples (OVERALL, one pick per prompt and
+    leaked domain): the unit rows of a paired contrast of targets, [successes, selected] for the
+    success rate, [successes, nonempty] for the rate per generation.
 
     Args:
         drawn: the target's samples, columns as in `lira_success_table`.
         policy, leaked: as in `lira_success_table`.
 
     Returns:
-        A frame indexed by prompt_id with integer columns successes and nonempty.
+        A frame indexed by prompt_id with integer columns successes (picks flagged), selected
+        (non-empty picks, a sample picked for several domains counted once) and nonempty.
     """
     drawn = drawn.reset_index(drop=True)
     nonempty = ~drawn["empty"].to_numpy()
     scores, flags = _scores_and_flags(drawn, policy, leaked)
     picks = lira_picks(scores, flags, nonempty, drawn["prompt_id"].tolist(), per_prompt=1)
-    counts = pd.DataFrame({"successes": picks[OVERALL].success, "nonempty": nonempty})
+    overall = picks[OVERALL]
+    counts = pd.DataFrame(
+        {"successes": overall.success, "selected": overall.selected, "nonempty": nonempty}
+    )
     return counts.groupby(drawn["prompt_id"]).sum()
 
 
 def lira_success_table(
-    drawn, policy: str, leaked: Sequence[str], *, n_boot: int, seed: int, alpha: float
+    drawn,
+    policy: str,
+    leaked: Sequence[str],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    runs: Sequence[Hashable] | None = None,
 ) -> dict[str, dict]:
-    """LiRa success of one target's samples under `policy`, one pick per prompt.
+    """LiRa success of one target's samples under `policy`, one pick per prompt (per prompt and
+    training run when `runs` labels the samples of several runs: `success_rate_interval`).
 
     Args:
         drawn: the target's n samples, a frame with columns prompt_id, empty, nll_self,
@@ -449,29 +633,33 @@ def lira_success_table(
         n_boot, seed, alpha: the bootstrap over prompts (`success_rate_interval`).
 
     Returns:
-        Per key in [OVERALL, *leaked]: {rate, low, high, successes, nonempty}.
+        Per key in [OVERALL, *leaked]: {rate, low, high, successes, selected, nonempty,
+        rate_per_generation}, as in `Rate`; (low, high) is the interval of rate.
     """
     ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
     scores, flags = _scores_and_flags(drawn, policy, leaked)
-    rates = lira_success_rates(scores, flags, nonempty, ids, per_prompt=1)
-    picks = lira_picks(scores, flags, nonempty, ids, per_prompt=1)  # the samples behind them
+    contexts = ids if runs is None else list(zip(runs, ids, strict=True))
+    picks = lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
     out = {}
     for key in [OVERALL, *leaked]:
+        rate = _counted(picks[key].success, picks[key].selected, nonempty)
         low, high = success_rate_interval(
             picks[key].success,
             picks[key].selected,
-            nonempty,
             ids,
             n_boot=n_boot,
             seed=seed,
             alpha=alpha,
+            runs=runs,
         )
         out[key] = {
-            "rate": rates[key].rate,
+            "rate": rate.rate,
             "low": low,
             "high": high,
-            "successes": rates[key].successes,
-            "nonempty": rates[key].nonempty,
+            "successes": rate.successes,
+            "selected": rate.selected,
+            "nonempty": rate.nonempty,
+            "rate_per_generation": rate.rate_per_generation,
         }
     return out
 
@@ -484,9 +672,13 @@ def domain_privacy_table(
     n_boot: int,
     seed: int,
     alpha: float,
-    pseudocount: float,
+    runs: Sequence[Hashable] | None = None,
 ) -> dict[str, dict]:
-    """Domain privacy C of one target's samples against each leaked domain's reference.
+    """Domain privacy C of one target's samples against each leaked domain's reference: the plain
+    ratio of the two flagged rates (no pseudocount) and its bootstrap interval over prompts.
+
+    Where the reference never flags, the ratio is inf and not estimable; where the target does,
+    `domain_privacy_bound` still bounds C from below.
 
     Args:
         drawn: the target's samples, a frame with columns prompt_id, empty and
@@ -495,10 +687,14 @@ def domain_privacy_table(
             columns); its keys are the leaked domains, in table order.
         policy: the policy whose flags count as leaks.
         n_boot, seed, alpha: the bootstrap over prompts (`domain_privacy_interval`).
-        pseudocount: added to both rates (`domain_privacy`).
+        runs: the training run of each target sample, when `drawn` holds several runs of the
+            target: runs and prompts are then resampled as crossed factors.
 
     Returns:
-        Per leaked domain j: {ratio, low, high, target_rate, reference_rate}.
+        Per leaked domain j: {ratio, low, high, bound, target_rate, reference_rate}, bound one of
+        "" ((low, high) a two-sided interval, NaN where the bootstrap gives none), "lower" (the
+        reference never flags, the target does: ratio inf, low the lower bound, high inf) and
+        "none" (neither model flags: ratio NaN, low 0, high inf, every C holds).
     """
     out = {}
     for j, reference in references.items():
@@ -508,21 +704,48 @@ def domain_privacy_table(
             ~drawn["empty"].to_numpy(),
             ~reference["empty"].to_numpy(),
         )
-        point = domain_privacy(*masks, pseudocount=pseudocount)
-        estimate = domain_privacy_interval(
-            *masks,
-            drawn["prompt_id"].tolist(),
-            reference["prompt_id"].tolist(),
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            pseudocount=pseudocount,
-        )
+        point = domain_privacy(*masks)
+        if point.target_flagged == point.reference_flagged == 0:
+            low, high, bound = 0.0, math.inf, "none"
+        else:
+            estimate = domain_privacy_interval(
+                *masks,
+                drawn["prompt_id"].tolist(),
+                reference["prompt_id"].tolist(),
+                n_boot=n_boot,
+                seed=seed,
+                alpha=alpha,
+                lower_bound_if_reference_clean=True,
+                target_runs=runs,
+            )
+            low, high = estimate.low, estimate.high
+            bound = "lower" if point.ratio == math.inf else ""
         out[j] = {
             "ratio": point.ratio,
-            "low": estimate.low,
-            "high": estimate.high,
+            "low": low,
+            "high": high,
+            "bound": bound,
             "target_rate": point.target_rate,
             "reference_rate": point.reference_rate,
         }
+    return out
+
+
+def cell_counts(
+    drawn, policy: str, leaked: Sequence[str], runs: Sequence[Hashable] | None = None
+) -> dict[str, np.ndarray]:
+    """Per key in [OVERALL, *leaked]: [cells, 2] (successes, non-empty picks) of each (training
+    run, prompt) cell with a pick (each prompt when `runs` is None), picks as in
+    `lira_success_table`: the unit rows of a rate's error correction
+    (`privleak.policy_quality.corrected_rate_interval`)."""
+    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
+    scores, flags = _scores_and_flags(drawn, policy, leaked)
+    contexts = ids if runs is None else list(zip(runs, ids, strict=True))
+    picks = lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
+    cells = _codes(contexts)
+    out = {}
+    for key in [OVERALL, *leaked]:
+        counts = pd.DataFrame({"s": picks[key].success, "n": picks[key].selected})
+        summed = counts.groupby(cells).sum()
+        out[key] = summed[summed["n"] > 0].to_numpy(dtype=float)
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,6 +37,21 @@ def is_empty(tokenizer, tokens: Sequence[int]) -> bool:
 # ---------------------------------------------------------------- step 1: sampling
 
 
+@dataclass(frozen=True)
+class Forbid:
+    """A decoder transform that excludes the given token ids (logits [G, V] -> [G, V], theirs
+    at -inf), like HF's bad_words_ids for single tokens: a redaction token no sample may hold.
+    Applied first, so top-k picks among the allowed tokens."""
+
+    token_ids: tuple[int, ...]
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self.token_ids:
+            return logits
+        forbidden = torch.tensor(self.token_ids, device=logits.device)
+        return logits.index_fill(-1, forbidden, float("-inf"))
+
+
 def sample_continuations(
     model,
     tokenizer,
@@ -49,6 +65,7 @@ def sample_continuations(
     seed: int,
     max_batch_streams: int | None,
     eos_token_id: int | None,
+    forbidden_token_ids: Sequence[int] = (),
     cache: UnitCache | None = None,
 ) -> list[dict]:
     """`samples` top-k continuations of each of P prompts: P x samples rows, prompt-major.
@@ -59,7 +76,8 @@ def sample_continuations(
     the other prompts or on batching. max_batch_streams (default: all) is rounded down to a
     multiple of `samples` (at least one prompt's): groups are chunked in prompt order, so a
     prompt's samples fall in one chunk, where the decoder prefills the repeated prompt once and
-    forks its cache to the samples. Temperature applies before top-k, as in HF."""
+    forks its cache to the samples. Temperature applies before top-k, as in HF; the
+    forbidden_token_ids (e.g. a redaction token) are excluded before both, so no draw holds one."""
     require(
         isinstance(samples, int) and samples >= 1, f"samples must be an int >= 1, got {samples}"
     )
@@ -68,6 +86,10 @@ def sample_continuations(
         len(prompts) == len(prompt_ids), f"{len(prompts)} prompts for {len(prompt_ids)} prompt_ids"
     )
     require(len(set(map(repr, prompt_ids))) == len(prompt_ids), "prompt_ids must be distinct")
+    require(
+        all(isinstance(t, int) and t >= 0 for t in forbidden_token_ids),
+        f"forbidden_token_ids must be ints >= 0, got {list(forbidden_token_ids)!r}",
+    )
     require(
         max_batch_streams is None or max_batch_streams >= samples,
         f"max_batch_streams must be >= samples ({samples}), got {max_batch_streams}",
@@ -79,7 +101,7 @@ def sample_continuations(
         model,
         [prompt for prompt in ids for _ in range(samples)],
         max_new_tokens=max_new_tokens,
-        transforms=[Temperature(temperature), TopK(top_k)],
+        transforms=[Forbid(tuple(forbidden_token_ids)), Temperature(temperature), TopK(top_k)],
         seed=seed,
         group_keys=keys,
         eos_token_id=eos_token_id,

@@ -18,7 +18,10 @@ S2 = "S2 (Wang et al.)"
 S3 = "S3 (Safe generation in multi-domain dialogs)"
 S4 = "S4 (Grislain)"
 # The classifier policy of S3 is not the paper's RoBERTa: every claim on it says so.
-S3_STAND_IN = "the classifier policy is a MiniLM + logistic-regression stand-in for RoBERTa"
+S3_STAND_IN = (
+    "the classifier policy of the smoke and embedded profiles fine-tunes the tiny family LM, a "
+    "stand-in for the official fine-tuned roberta-base"
+)
 
 # Sentences that two kinds of claim test.
 S0_REGURGITATION = "both Repeat Prompts and Rouge Prompts are larger for GPT-Neo 1.3B than OPT 1.3B"
@@ -645,8 +648,8 @@ SPECS = (
         quote="Vanilla finetuning like Public is insufficient for domain privacy.",
         where="Results; the definition of C-domain privacy",
         effect="C-hat of Public for {domain_j}: its share of samples F_{domain_j} flags over the "
-        "share of M_(D without {domain_j})'s ({policy} policy, add-{pseudocount:g} rates, prompts "
-        "paired)",
+        "share of M_(D without {domain_j})'s ({policy} policy, the plain ratio, prompts paired; "
+        "where the reference never flags, the interval is a lower bound)",
         direction="+",
         null=1.0,
         unit="attack prompts{runs}",

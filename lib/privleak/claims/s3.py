@@ -4,17 +4,19 @@ fine-tuned targets, and their test perplexity.
 Units are the attack prompts: every target continues the same prompts, so each target's LiRa
 successes are paired with every other's prompt by prompt (`lira.prompt_successes`: one pick per
 leaked domain j, by the score against M_(D without d_j); a pick succeeds when F_j flags it, as
-in render_s3), and a target's rate is successes / non-empty samples over the drawn prompts.
-Domain privacy Ĉ per policy and leaked domain is resampled over prompts with the reference's
-samples of the same prompts. Test perplexity has no prompt: its unit is the held-out test
-dialog, scored by every model, so a perplexity contrast is a paired difference of
+in render_s3), and a target's rate is successes / non-empty picks over the drawn prompts.
+Domain privacy Ĉ (the plain ratio) per policy and leaked domain is resampled over prompts with
+the reference's samples of the same prompts; where the reference never flags, only a lower bound
+on Ĉ exists, and the interval is [bound, inf). Test perplexity has no prompt: its unit is the
+held-out test dialog, scored by every model, so a perplexity contrast is a paired difference of
 token-weighted mean NLL (log perplexity) over the drawn dialogs.
 
 Each claim compares fine-tuned targets, so it needs an interval over training runs
 (docs/design.md §8): with `min_units` runs or more, runs and units are resampled as crossed
 factors, run k of one target paired with run k of the other; with fewer, every claim stays
-inconclusive whatever the prompts say (its note gives that reading). The classifier policy is a
-stand-in for the paper's RoBERTa, and every claim on it says so.
+inconclusive whatever the prompts say (its note gives that reading). The classifier policy of
+the embedded profile is a stand-in for the official fine-tuned roberta-base, and every claim on it
+says so.
 """
 
 from __future__ import annotations
@@ -105,7 +107,9 @@ def success_findings(samples, t: Targets, boot: Boot, domain: str, fill: Mapping
     ]
 
     def successes(model: str, policy: str) -> pd.DataFrame:
-        return prompt_successes(samples[samples["model"] == model], policy, leaked)
+        """Per prompt [successes, non-empty picks]: the success rate's count and base."""
+        counts = prompt_successes(samples[samples["model"] == model], policy, leaked)
+        return counts[["successes", "selected"]]
 
     def contrast(a, b) -> Estimate:
         return paired(t, boot, a, b, successes)
@@ -137,7 +141,7 @@ def success_findings(samples, t: Targets, boot: Boot, domain: str, fill: Mapping
             )
 
 
-def domain_privacy_findings(samples, t: Targets, settings: Mapping, pseudocount: float, fill):
+def domain_privacy_findings(samples, t: Targets, settings: Mapping, fill):
     """Public's Ĉ against each leaked domain's reference M_(D without d_j), per policy."""
     leaked = [
         c.removeprefix("nll_without_") for c in samples.columns if c.startswith("nll_without_")
@@ -158,11 +162,11 @@ def domain_privacy_findings(samples, t: Targets, settings: Mapping, pseudocount:
                     ~reference["empty"].to_numpy(),
                     public["prompt_id"].tolist(),
                     reference["prompt_id"].tolist(),
-                    pseudocount=pseudocount,
+                    lower_bound_if_reference_clean=True,
                     **settings,
                     **crossing,
                 ),
-                {**fill, "policy": policy, "domain_j": j, "pseudocount": pseudocount},
+                {**fill, "policy": policy, "domain_j": j},
             )
 
 
@@ -186,7 +190,7 @@ def perplexity_findings(test_nll: pd.DataFrame, t: Targets, boot: Boot, fill: Ma
 
 def findings(
     frames: dict[str, pd.DataFrame], boot: Boot, settings: Mapping, *, domain: str,
-    pseudocount: float, seeds_rule: str,
+    seeds_rule: str,
 ) -> list[Finding]:  # fmt: skip
     """Every S3 claim on `load`'s frames. settings: the claims params block (the bootstrap of
     Ĉ); seeds_rule: the `missing` text of a claim on too few training runs."""
@@ -196,7 +200,7 @@ def findings(
     fill = {"runs": runs}
     found = [
         *success_findings(frames["samples"], t, boot, domain, fill),
-        *domain_privacy_findings(frames["samples"], t, settings, pseudocount, fill),
+        *domain_privacy_findings(frames["samples"], t, settings, fill),
         *perplexity_findings(frames["test_nll"], t, boot, fill),
     ]
     return [Finding(f.spec, f.estimate, f.fields, missing=missing, null=f.null) for f in found]

@@ -43,9 +43,10 @@ class Claim:
 
 def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
     """'reproduced' if [low, high] lies strictly on the paper's side of null, 'contradicted' if
-    strictly on the other side, else 'inconclusive' (touching the null or no interval)."""
+    strictly on the other side, else 'inconclusive' (touching the null or no interval). A bound
+    may be infinite (a lower bound alone, [low, inf), as for a ratio whose denominator is 0)."""
     require(direction in DIRECTIONS, f"direction must be one of {DIRECTIONS}; got {direction!r}")
-    if not (math.isfinite(low) and math.isfinite(high)):
+    if math.isnan(low) or math.isnan(high) or low == high == math.inf or low == high == -math.inf:
         return INCONCLUSIVE
     above, below = low > null, high < null
     if direction == "-":

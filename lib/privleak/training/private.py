@@ -3,9 +3,10 @@ target, and Just Fine-tune Twice (Shi et al. 2022b) for its JFT target.
 
 DP-SGD here: Poisson-sampled batches (Opacus' DPDataLoader), per-example gradients clipped to
 max_grad_norm, Gaussian noise calibrated by `PrivacyEngine.make_private_with_epsilon` to reach
-target_epsilon at delta after all epochs, then AdamW. The example is one chunk of <= seq_len
-tokens; its loss is the mean next-token loss over its own real tokens, so neither its padding
-nor the other examples of the batch change its gradient.
+target_epsilon at delta after all epochs, then AdamW. The example, the unit DP protects, is one
+document (a dialog): a document longer than seq_len is refused rather than cut into chunks that
+would each count as a unit. Its loss is the mean next-token loss over its own real tokens, so
+neither its padding nor the other examples of the batch change its gradient.
 
 Accountant: RDP (Opacus' default, Mironov 2017 with the Balle et al. 2020 conversion to
 (epsilon, delta)). It is an upper bound on the spent epsilon, never an under-estimate, and
@@ -46,7 +47,6 @@ from privleak.accounting import check_delta, check_epsilon
 from privleak.errors import require
 from privleak.training.finetune import (
     check_training_params,
-    chunk_documents,
     finetune_causal_lm,
     pad_rows,
 )
@@ -182,7 +182,7 @@ class DPTrainResult:
     Poisson batch; nan for an empty batch, which still takes a noise-only step) and
     batch_sizes. epsilon is the spent epsilon at delta from the `accountant` after `steps`
     steps at `sample_rate` with `noise_multiplier`; tokens_seen counts the real input tokens of
-    every sampled chunk; wall_seconds times the training loop."""
+    every sampled document; wall_seconds times the training loop."""
 
     losses: list[float]
     batch_sizes: list[int]
@@ -203,6 +203,50 @@ def _trimmed_batch(items: list[tuple[torch.Tensor, torch.Tensor]]):
     return ids[:, :width], mask[:, :width]
 
 
+def dp_units(documents: Sequence[Sequence[int]], seq_len: int) -> list[list[int]]:
+    """The documents as DP's examples, one row each; one line naming the first document that
+    is longer than seq_len (it would become several examples, each protected alone) or shorter
+    than 2 tokens."""
+    require(len(documents) >= 1, "DP fine-tuning needs at least one document")
+    for i, doc in enumerate(documents):
+        require(
+            2 <= len(doc) <= seq_len,
+            f"document {i} has {len(doc)} tokens; DP protects one document as one example, "
+            f"so each needs 2 to seq_len = {seq_len} tokens (raise seq_len or shorten it)",
+        )
+    return [list(doc) for doc in documents]
+
+
+def _unit_loader(rows, *, batch_size: int, pad_id: int, seed: int) -> DataLoader:
+    """The loader Opacus turns into Poisson batches (rate 1 / ceil(len(rows) / batch_size))."""
+    ids, mask = pad_rows(rows, pad_id)
+    return DataLoader(
+        TensorDataset(ids, mask),
+        batch_size=batch_size,
+        collate_fn=_trimmed_batch,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+def dp_step(model, dp_optimiser, trainable, batch_ids, batch_mask) -> tuple[float, int]:
+    """One DP-AdamW step on a Poisson batch (ids, mask [B, W]): per-example gradients, clipped,
+    noised, applied. Returns (mean per-example loss, NaN for an empty batch; real tokens)."""
+    dp_optimiser.zero_grad(set_to_none=True)
+    if len(batch_ids) == 0:
+        # Poisson sampling drew nobody: the step is noise only. The forward cannot run on
+        # zero rows, so the empty per-example gradients are set.
+        for parameter in trainable:
+            parameter.grad_sample = parameter.new_zeros((0, *parameter.shape))
+        dp_optimiser.step()
+        return float("nan"), 0
+    loss = per_example_loss(
+        model, batch_ids.to(model.device), batch_mask.to(model.device)
+    ).mean()  # Opacus' loss_reduction="mean"
+    loss.backward()
+    dp_optimiser.step()
+    return float(loss.detach()), int(batch_mask.sum())
+
+
 def dp_finetune_causal_lm(
     model,
     documents: Sequence[Sequence[int]],
@@ -218,25 +262,19 @@ def dp_finetune_causal_lm(
     seed: int = 0,
     weight_decay: float = 0.0,
 ) -> DPTrainResult:
-    """Train `model` in place with DP-AdamW on the documents' chunks (<= seq_len tokens each)
-    so that the whole run is (epsilon <= target_epsilon, delta)-DP for adding or removing one
-    chunk. Batches are Poisson samples with rate 1 / ceil(chunks / batch_size) (expected size
+    """Train `model` in place with DP-AdamW on the documents (each <= seq_len tokens, one
+    example: `dp_units`) so that the whole run is (epsilon <= target_epsilon, delta)-DP for
+    adding or removing one document. Batches are Poisson samples with rate
+    1 / ceil(documents / batch_size) (expected size
     about batch_size); `seed` fixes the sampling and the noise. The model comes back as the
     plain HF model (Opacus' hooks and attributes removed), in eval mode, ready for
     save_pretrained."""
     check_privacy_params(target_epsilon, delta, max_grad_norm)
     check_training_params(epochs, batch_size, learning_rate)
-    chunks = chunk_documents(documents, seq_len)
-    require(len(chunks) >= 1, "finetune needs at least one document with >= 2 tokens")
+    rows = dp_units(documents, seq_len)
     model.train()
     check_dp_compatible(model)
-    ids, mask = pad_rows(chunks, pad_id)
-    loader = DataLoader(
-        TensorDataset(ids, mask),
-        batch_size=batch_size,
-        collate_fn=_trimmed_batch,
-        generator=torch.Generator().manual_seed(seed),
-    )
+    loader = _unit_loader(rows, batch_size=batch_size, pad_id=pad_id, seed=seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=weight_decay)
     with _benign_warnings_silenced():
@@ -259,22 +297,10 @@ def dp_finetune_causal_lm(
         try:
             for _ in range(epochs):
                 for batch_ids, batch_mask in dp_loader:
-                    dp_optimiser.zero_grad(set_to_none=True)
+                    loss, seen = dp_step(model, dp_optimiser, trainable, batch_ids, batch_mask)
                     sizes.append(len(batch_ids))
-                    if len(batch_ids) == 0:
-                        # Poisson sampling drew nobody: the step is noise only. The forward
-                        # cannot run on zero rows, so the empty per-example gradients are set.
-                        for parameter in trainable:
-                            parameter.grad_sample = parameter.new_zeros((0, *parameter.shape))
-                        losses.append(float("nan"))
-                    else:
-                        loss = per_example_loss(
-                            model, batch_ids.to(model.device), batch_mask.to(model.device)
-                        ).mean()  # Opacus' loss_reduction="mean"
-                        loss.backward()
-                        losses.append(float(loss.detach()))
-                        tokens += int(batch_mask.sum())
-                    dp_optimiser.step()
+                    losses.append(loss)
+                    tokens += seen
             if model.device.type == "cuda":
                 torch.cuda.synchronize(model.device)  # the last step's kernels count too
             wall = time.perf_counter() - start
@@ -298,7 +324,9 @@ def dp_finetune_causal_lm(
 @dataclass(frozen=True)
 class JFTResult:
     """Both phases of Just Fine-tune Twice: the AdamW losses on the redacted documents, then the
-    DP fine-tune on the originals, whose epsilon is the run's (phase 1 saw no private token)."""
+    DP fine-tune on the originals. `epsilon` is the DP phase's: a selective-DP guarantee, which
+    holds for what the policy flagged only if the redacted phase saw none of it (a token the
+    policy missed was trained on without noise)."""
 
     redacted_losses: list[float]
     private: DPTrainResult

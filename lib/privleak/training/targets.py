@@ -16,11 +16,36 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from privleak.policies import MASK
 from privleak.training.finetune import finetune_causal_lm
 from privleak.training.private import dp_finetune_causal_lm, jft_finetune
-from privleak.training.schedules import schedule_finetune
+from privleak.training.schedules import private_schedule_finetune, schedule_finetune
 
 Docs = list[list[int]]
+
+SCHEDULE_TARGETS = {
+    "batch": "Redaction Schedule",
+    "document": "Redaction Schedule (AdamW, per-document draw)",
+}
+"""The schedule target's name per `schedule.draw`: the batch draw with DP steps is the paper's
+method as its official code runs it; the per-document draw without DP is a deviation, named
+apart so that no claim about the paper's method reads it."""
+
+
+def add_redaction_token(tokenizer) -> int:
+    """Make `privleak.policies.MASK` one special token of `tokenizer` (in place), so a redacted
+    span is one id that sampling can forbid, never text pieces a policy would not flag; its id.
+    Every S3 model shares the enlarged tokenizer (`resize_for`)."""
+    tokenizer.add_tokens([MASK], special_tokens=True)
+    return int(tokenizer.convert_tokens_to_ids(MASK))
+
+
+def resize_for(model, tokenizer):
+    """The model with its (tied) embeddings grown to the tokenizer's length, new rows drawn by
+    the model's own initialiser from torch's generator (seeded by the caller)."""
+    if model.get_input_embeddings().num_embeddings != len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    return model
 
 
 def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
@@ -47,9 +72,14 @@ def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
     return adamw, private
 
 
-def planned(model, target, kind, docs, policy=None, without=None) -> dict:
+PRIVATE_STEP_KEYS = ("target_epsilon", "delta", "max_grad_norm", "batch_size", "learning_rate")
+"""What a DP step of the schedule takes from `optimiser_settings`' private settings."""
+
+
+def planned(model, target, kind, docs, policy=None, without=None, after=None) -> dict:
     """One model to train (run 0): its folder name, target, redaction policy (None: not
-    redacted) or left-out domain (references), training kind and documents."""
+    redacted) or left-out domain (references), training kind, documents, and the model whose
+    trained weights it starts from (None: the base)."""
     return {
         "model": model,
         "run": 0,
@@ -57,6 +87,7 @@ def planned(model, target, kind, docs, policy=None, without=None) -> dict:
         "policy": policy,
         "without": without,
         "kind": kind,
+        "after": after,
         "docs": docs,
     }
 
@@ -69,6 +100,7 @@ def target_plans(
     domain: str,
     leaked: Sequence[str],
     seeds: int,
+    draw: str = "batch",
 ) -> list[dict]:
     """Every model S3 trains, in training order.
 
@@ -79,6 +111,7 @@ def target_plans(
         domain: the prompted domain (its "<domain> Only" target).
         leaked: the private domains j other than `domain`, one reference each.
         seeds: training runs per target; the references are trained once.
+        draw: `schedule.draw`, which names the schedule target (`SCHEDULE_TARGETS`).
 
     Returns:
         The run-0 targets (Only, Public, Private, then per policy Pub+Redacted, JFT and the
@@ -96,8 +129,10 @@ def target_plans(
     for policy, docs in redacted.items():
         plans += [
             planned(f"pub_redacted-{policy}", "Pub+Redacted", "adamw", docs, policy),
-            planned(f"jft-{policy}", "JFT", "jft", docs, policy),
-            planned(f"schedule-{policy}", "Redaction Schedule", "schedule", docs, policy),
+            # JFT's first phase is Pub+Redacted's fine-tune (same documents, seed and
+            # optimiser), so it starts from those weights instead of training them again.
+            planned(f"jft-{policy}", "JFT", "jft", docs, policy, after=f"pub_redacted-{policy}"),
+            planned(f"schedule-{policy}", SCHEDULE_TARGETS[draw], "schedule", docs, policy),
         ]
     plans += [
         planned(
@@ -111,7 +146,12 @@ def target_plans(
     ]
     targets = [plan for plan in plans if plan["without"] is None]
     return plans + [
-        plan | {"model": f"run{run}/{plan['model']}", "run": run}
+        plan
+        | {
+            "model": f"run{run}/{plan['model']}",
+            "run": run,
+            "after": plan["after"] and f"run{run}/{plan['after']}",
+        }
         for run in range(1, seeds)
         for plan in targets
     ]
@@ -135,7 +175,9 @@ def last_finite(losses) -> float:
     return finite[-1] if finite else math.nan
 
 
-def _train(model, plan: dict, original: Docs, *, pad_id, seed, adamw, private, schedule) -> tuple:
+def _train(
+    model, plan: dict, original: Docs, *, pad_id, seed, adamw, private, schedule, first_phase
+) -> tuple:
     """Run the plan's optimiser: (losses, log fields, DP seconds, DP tokens)."""
     row = {"epsilon": math.nan, "delta": math.nan, "noise_multiplier": math.nan}
     if plan["kind"] == "adamw":
@@ -145,6 +187,26 @@ def _train(model, plan: dict, original: Docs, *, pad_id, seed, adamw, private, s
             0.0,
             0,
         )
+    if plan["kind"] == "schedule" and schedule.get("draw", "batch") == "batch":
+        result = private_schedule_finetune(
+            model,
+            plan["docs"],
+            original,
+            pad_id=pad_id,
+            seed=seed,
+            schedule=schedule["name"],
+            schedule_options=schedule.get("options") or {},
+            private={key: private[key] for key in PRIVATE_STEP_KEYS},
+            **adamw,
+        )
+        row |= {
+            "epsilon": result.epsilon,
+            "delta": result.delta,
+            "noise_multiplier": result.noise_multiplier,
+            "dp_steps": result.dp_steps,
+            "mean_redacted_share": float(np.mean(result.plain)),
+        }
+        return result.losses, row, result.dp_seconds, result.dp_tokens
     if plan["kind"] == "schedule":
         result = schedule_finetune(
             model,
@@ -161,6 +223,10 @@ def _train(model, plan: dict, original: Docs, *, pad_id, seed, adamw, private, s
     if plan["kind"] == "dp":
         result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad_id, seed=seed, **private)
         first = []
+    elif first_phase is not None:  # JFT from its first phase's weights
+        model.load_state_dict(first_phase["state"])
+        result = dp_finetune_causal_lm(model, original, pad_id=pad_id, seed=seed, **private)
+        first = list(first_phase["losses"])
     else:
         jft = jft_finetune(
             model,
@@ -190,6 +256,7 @@ def fit_target(
     adamw: dict,
     private: dict,
     schedule: dict,
+    first_phase: dict | None = None,
 ) -> dict:
     """Fine-tune a fresh model as `plan` says, with seed + its run.
 
@@ -200,7 +267,9 @@ def fit_target(
         pad_id: the tokenizer's pad id.
         seed: the run-0 seed.
         adamw, private: `optimiser_settings`.
-        schedule: the `schedule` params {name, options}.
+        schedule: the `schedule` params {name, options, draw}.
+        first_phase: for a plan with `after`, that model's `fit_target` result: JFT loads its
+            weights and runs only the DP phase; its losses and tokens count as JFT's own.
 
     Returns:
         {"state": the weights (CPU clones), "row": the log fields (epsilon, delta,
@@ -221,10 +290,16 @@ def fit_target(
         adamw=adamw,
         private=private,
         schedule=schedule,
+        first_phase=first_phase,
     )
     seconds = time.perf_counter() - started
     hook.remove()
-    row |= {"steps": len(losses), "tokens": seen[0] + dp_tokens, "final_loss": last_finite(losses)}
+    reused = first_phase["row"]["tokens"] if first_phase is not None else 0
+    row |= {
+        "steps": len(losses),
+        "tokens": seen[0] + dp_tokens + reused,
+        "final_loss": last_finite(losses),
+    }
     state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
     timing = {
         "wall_s": seconds,

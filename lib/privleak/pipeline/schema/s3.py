@@ -8,7 +8,6 @@ from pydantic import model_validator
 from privleak.pipeline.schema.base import (
     COUNT,
     MASS,
-    NON_NEGATIVE,
     POSITIVE,
     PROBABILITY,
     TEXT,
@@ -27,21 +26,43 @@ S3_SCHEDULES = {"step": {"switch": MASS}, "linear": {}, "exp_concave": {"sharpne
 S3_CORPUS_FIELDS = ("text", "domain")  # what s3_prepare reads from every record
 
 
-class S3Classifier(Strict):  # privleak.policies.ClassifierPolicy over word windows
+class S3FineTune(Strict):  # the sequence classifier's fine-tune on labelled word windows
+    epochs: Annotated[int, COUNT]
+    batch_size: Annotated[int, COUNT]
+    learning_rate: Annotated[float, POSITIVE]
+    max_windows: Annotated[int, COUNT] | None = None  # per class, a seeded sample (null: all)
+
+
+class S3Classifier(Strict):  # the Sequence Classification policy over word windows
+    # sequence: a fine-tuned sequence classifier (privleak.policies.SequenceClassifierPolicy),
+    # the paper's kind; embedding_logistic: logistic regression on sentence embeddings of the
+    # windows (privleak.policies.ClassifierPolicy, models.embedder), a cheaper stand-in
+    kind: Annotated[str, one_of("sequence", "embedding_logistic")]
+    model: str | None = None  # sequence: the pretrained checkpoint fine-tuned (hub id or folder)
+    fine_tune: S3FineTune | None = None  # sequence only
     window: Annotated[int, COUNT]  # words
     stride: Annotated[int, COUNT]
     threshold: Annotated[float, PROBABILITY]
-    embed_batch_size: Annotated[int, COUNT]
+    batch_size: Annotated[int, COUNT]  # windows per forward (sequence) or embed call
     public: Slot | None  # dialogs of no private domain: the "none" class (null: no such class)
 
     @model_validator(mode="after")
-    def _stride(self) -> Self:
+    def _consistent(self) -> Self:
         if self.stride > self.window:
             raise fail(
                 f"must be <= window ({self.window}), or words between windows are never flagged",
                 "stride",
                 value=self.stride,
             )
+        sequence = self.kind == "sequence"
+        for key in ("model", "fine_tune"):
+            given = getattr(self, key) is not None
+            if given != sequence:
+                raise fail(
+                    "required by kind sequence" if sequence else "used by kind sequence only",
+                    key,
+                    value=getattr(self, key),
+                )
         return self
 
 
@@ -63,6 +84,9 @@ class S3DP(Strict):  # the Private target and JFT's second phase (DP-AdamW, Opac
 class S3Schedule(Strict):  # the Redaction Schedule target's p(step)
     name: Annotated[str, one_of(*S3_SCHEDULES)]
     options: dict[str, Any] = {}
+    # batch: one draw per step, DP steps on the originals (the official method); document: one
+    # draw per dialog, AdamW only (a deviation, its own target name)
+    draw: Annotated[str, one_of("batch", "document")] = "batch"
 
     @model_validator(mode="after")
     def _options(self) -> Self:
@@ -100,7 +124,6 @@ class S3Attack(Strict):
 class S3Render(Strict):
     n_boot: Annotated[int, at_least(100)]
     alpha: Annotated[float, Rule(lambda v: is_number(v) and 0 < v < 0.5, "a number in (0, 0.5)")]
-    pseudocount: Annotated[float, NON_NEGATIVE]  # domain privacy's add-a rates (0: plain ratio)
 
 
 DOMAIN = one_of(*DIALOG_DOMAINS)
@@ -109,13 +132,17 @@ KEYWORD = Rule(
 )
 
 
+KEYWORD_LISTS = dict[str, list_of(Annotated[str, KEYWORD])]
+
+
 class S3(Strict):
     base: Annotated[str, TEXT]  # the pretrained public checkpoint every model starts from
     corpus: Slot
     test_share: Annotated[float, PROBABILITY]  # of each domain's dialogs, held out
     domain: Annotated[str, DOMAIN]  # the prompted domain d_i
     private_domains: list_of(Annotated[str, DOMAIN], unique=True)
-    keywords: dict[str, list_of(Annotated[str, KEYWORD])] | None  # null: the built-in lists
+    # null: the synthetic generator's lists; multidogo: privleak.data.multidogo_keywords
+    keywords: KEYWORD_LISTS | None
     classifier: S3Classifier
     # training runs of every target: run 0 fine-tunes with seed, run k with seed + k
     seeds: Annotated[int, COUNT]
@@ -124,6 +151,13 @@ class S3(Strict):
     schedule: S3Schedule
     attack: S3Attack
     render: S3Render
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_lists(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("keywords") == "multidogo":
+            return data | {"keywords": None}  # privleak.data.multidogo_keywords, built in
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -134,7 +168,7 @@ class S3(Strict):
                 "private_domains",
                 value=self.private_domains,
             )
-        if self.keywords is not None:
+        if isinstance(self.keywords, dict):
             private = ", ".join(self.private_domains)
             for domain in self.keywords:
                 if domain not in self.private_domains:
