@@ -149,6 +149,10 @@ for policy in POLICIES:
         row.pop("models")
         row["train_masked_share"] = masked_share[policy] if target in REDACTED else 0.0
         row |= {"nonempty": rates[OVERALL]["nonempty"], "samples": len(drawn)}
+        # The official extraction script's rate: every non-empty sample flagged for a leaked
+        # domain, no pick.
+        flagged = drawn[[f"leak_{policy}_{j}" for j in leaked]].any(axis=1) & ~drawn["empty"]
+        row["official_rate"] = flagged.sum() / max(int((~drawn["empty"]).sum()), 1)
         for key, rate in rates.items():
             suffix = "" if key == OVERALL else f"_{key}"
             row |= {
@@ -177,7 +181,10 @@ for policy in POLICIES:
 table = pd.DataFrame(rows)
 table[["policy", "target", "test_ppl", "lira_success", "lira_low", "lira_high", "nonempty"]]
 
-dp_epsilon = float(log["epsilon"].max())
+epsilons = ", ".join(
+    f"{target} {log.loc[log['target'] == target, 'epsilon'].max():.2f}"
+    for target in ("Private", "JFT", schedule_target)
+)
 
 # %% [markdown]
 # ## Fig. 1: LiRa success rate vs test perplexity
@@ -233,8 +240,8 @@ fig.suptitle(
     f"S3 Fig. 1: LiRa success rate (flagged picks / non-empty picks) vs test perplexity ({domain} "
     f"prompts; lower is better on both axes; 2x: double training cost)\n{level} bootstrap "
     f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes); "
-    f"JFT and the schedule: selective DP at epsilon {dp_epsilon:.2f}, relative to the policy\n"
-    + LABELS["classifier"]
+    f"epsilon spent: {epsilons} (JFT and the schedule: selective DP, relative to the policy)\n"
+    + f"{LABELS['classifier']}; {LABELS['keyword']}"
 )
 save_figure(fig, FIG / "s3_fig1", FORMATS)
 
@@ -253,6 +260,7 @@ columns = [
     "successes",
     "selected",
     "rate_per_generation",
+    "official_rate",
 ]
 columns += [
     f"{m}_{j}"
@@ -276,16 +284,20 @@ save_table(
     note=f"S3 Fig. 1's data over {len(runs)} training runs of every target: per policy and "
     f"target, the LiRa success rate on {domain} prompts (one pick per prompt, run and leaked "
     f"domain, {', '.join(leaked)}; flagged picks / non-empty picks; rate_per_generation: the "
-    f"paper's literal successes / non-empty generations) with a {level} bootstrap interval over "
-    "runs x prompts (at 0 successes [0, an exact binomial bound over (run, prompt) cells]); "
+    f"paper's literal successes / non-empty generations; official_rate: the official "
+    "extraction script's, the flagged share of every non-empty sample, no pick) with a "
+    f"{level} bootstrap interval over runs x prompts (at 0 successes [0, an exact binomial "
+    "bound over prompts]); "
     "corrected_<j>: the per-domain rate corrected for the policy's recall and false-positive "
     "rate on held-out turns (Rogan-Gladen; s3_policy_quality); test perplexity (mean over runs); "
     "domain privacy C per leaked domain, the plain ratio of the target's to M_(D without d_j)'s "
     "flagged share of non-empty samples (bound = lower: the reference never flags, so only a "
     "lower bound; none: neither flags). epsilon: Private's DP guarantee; JFT's and the "
     "Redaction Schedule's are selective DP, relative to the policy (what it missed was trained "
-    "on without noise). relative_cost: training tokens / Public's; train_masked_share: the "
-    f"share of train words the policy masked. {LABELS['classifier']}; {LABELS['keyword']}.",
+    "on without noise); the schedule's is spent over its DP steps, its noise set as if every "
+    "step were DP, as the official code sets it. relative_cost: training tokens / Public's; "
+    "train_masked_share: the share of train words the policy masked. "
+    f"{LABELS['classifier']}; {LABELS['keyword']}.",
 )
 
 # %% [markdown]

@@ -350,7 +350,9 @@ else:
 keyword_label = (
     "custom"
     if isinstance(keywords, dict)
-    else {None: "synthetic", "multidogo": "MultiDoGo"}[keywords]
+    else {None: "the synthetic generator's", "multidogo": "our MultiDoGo (not the official)"}[
+        keywords
+    ]
 )
 (OUT / "policies.json").write_text(
     json.dumps({"classifier": classifier_label, "keyword": keyword_label}, indent=1) + "\n"

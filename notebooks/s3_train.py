@@ -15,7 +15,8 @@
 #
 # The Redaction Schedule (`schedule.draw: batch`, the official method) makes each step a plain AdamW
 # step on a batch of redacted dialogs with probability p(step), else a DP-AdamW step on a Poisson
-# batch of the originals; the accountant composes the DP steps only (`privleak.training.schedules`).
+# batch of the originals; its noise is set as if every step were DP, as the official code sets
+# it, and the accountant composes the DP steps only (`privleak.training.schedules`).
 # JFT's first phase is Pub+Redacted's fine-tune (the same dialogs, seed and optimiser), so JFT
 # starts from those weights here; its cost still counts both phases. JFT's and the Redaction
 # Schedule's epsilon is selective DP: it covers what the policy flagged and redacted, and nothing

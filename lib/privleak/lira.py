@@ -6,8 +6,10 @@ bootstrap interval (or lower bound), and the per-target tables that S3's rendere
 Success-rate base. `rate` = successes / selected: of the non-empty samples the attack picked
 (under j's reference for domain j; for OVERALL the union of the picks over j, a sample counted
 once), the share that F_j flags. `rate_per_generation` = successes / every non-empty sample, the
-paper's literal "#success / #non-empty generations"; with one pick per prompt it cannot exceed
-1 / samples per prompt, so it measures the attack's pick count as much as the leak.
+paper's literal "#success / #non-empty generations"; with one pick per prompt and leaked domain
+it cannot exceed (leaked domains) / (samples per prompt), so it measures the attack's pick count
+as much as the leak. The official code's extraction script selects nothing: its success rate is
+the flagged share of every non-empty generation (`official_rate` in S3's table).
 """
 
 from __future__ import annotations
@@ -391,7 +393,8 @@ def domain_privacy_interval(
     rows = np.r_[target, reference]
     # A percentile interval maps through any monotone transform, so where the reference flags
     # less often than the target (a resample may draw none of its flags: C = inf there), the
-    # interval of 1 / C = reference rate / target rate, finite in every resample, is inverted.
+    # interval of 1 / C = reference rate / target rate, finite unless a resample draws none of
+    # the target's flags, is inverted.
     inverted = (
         method == "percentile"
         and pseudocount == 0
@@ -562,17 +565,19 @@ def success_rate_interval(
     require(not (success & ~selected).any(), "success must be a subset of selected")
     if not selected.any():
         return math.nan, math.nan
-    cells = _codes(prompt_ids if runs is None else list(zip(runs, prompt_ids, strict=True)))
+    prompts = _codes(prompt_ids)
     wins = success[selected]
     if not wins.any() or wins.all():
+        # A prompt's runs share its context: the exact bound counts prompts, their picks summed
+        # over runs.
         _, high = zero_success_interval(
-            np.unique(cells[selected], return_counts=True)[1], alpha=alpha
+            np.unique(prompts[selected], return_counts=True)[1], alpha=alpha
         )
         return (0.0, high) if not wins.any() else (1.0 - high, 1.0)
     if runs is None:
-        rows, groups, crossing = np.c_[wins, np.ones(len(wins))], cells[selected], {}
+        rows, groups, crossing = np.c_[wins, np.ones(len(wins))], prompts[selected], {}
     else:  # every sample is a row, so each (run, prompt) cell holds the same number of rows
-        rows, groups = np.c_[success, selected].astype(float), _codes(prompt_ids)
+        rows, groups = np.c_[success, selected].astype(float), prompts
         crossing = {"runs": _codes(runs)}
     estimate = bootstrap(
         rows, _ratio_of_sums, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups, **crossing
@@ -734,18 +739,17 @@ def domain_privacy_table(
 def cell_counts(
     drawn, policy: str, leaked: Sequence[str], runs: Sequence[Hashable] | None = None
 ) -> dict[str, np.ndarray]:
-    """Per key in [OVERALL, *leaked]: [cells, 2] (successes, non-empty picks) of each (training
-    run, prompt) cell with a pick (each prompt when `runs` is None), picks as in
-    `lira_success_table`: the unit rows of a rate's error correction
+    """Per key in [OVERALL, *leaked]: [prompts, 2] (successes, non-empty picks) of each prompt
+    with a pick, summed over its training runs (a prompt's runs share its context), picks as in
+    `lira_success_table` (per prompt and run): the unit rows of a rate's error correction
     (`privleak.policy_quality.corrected_rate_interval`)."""
     ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
     scores, flags = _scores_and_flags(drawn, policy, leaked)
     contexts = ids if runs is None else list(zip(runs, ids, strict=True))
     picks = lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
-    cells = _codes(contexts)
     out = {}
     for key in [OVERALL, *leaked]:
         counts = pd.DataFrame({"s": picks[key].success, "n": picks[key].selected})
-        summed = counts.groupby(cells).sum()
+        summed = counts.groupby(_codes(ids)).sum()
         out[key] = summed[summed["n"] > 0].to_numpy(dtype=float)
     return out

@@ -8,12 +8,15 @@ DP, like JFT's second phase. Two draw units, param `schedule.draw`:
 - "batch" (the official method, `private_schedule_finetune`): at step t one uniform decides the
   whole step. With probability p(t) it is a plain AdamW step on a batch of redacted dialogs;
   otherwise a DP-AdamW step (Opacus: Poisson batch of original dialogs, per-example clipping,
-  Gaussian noise). Privacy accounting: the draws depend on (seed, t) only, never on the data, so
-  they are fixed before training; the accountant composes the realised number of DP steps, each a
-  Poisson-subsampled Gaussian mechanism at the DP batch's rate, and the noise multiplier is
-  calibrated to reach the target epsilon over exactly those steps. Plain steps read redacted text
-  only and are not charged: the guarantee is selective, relative to the policy, as JFT's is (a
-  sensitive word the policy missed is trained on without noise).
+  Gaussian noise). Noise, as the official code sets it: the noise multiplier reaches the target
+  epsilon as if every one of the T steps were a DP step. Privacy accounting: the draws depend on
+  (seed, t) only, never on the data, so they are fixed before training; the accountant composes
+  only the DP steps, each a Poisson-subsampled Gaussian mechanism at the DP batch's rate, so the
+  epsilon spent (reported) is below the target. Plain steps read redacted text only and are not
+  charged: the guarantee is selective, relative to the policy, as JFT's is (a sensitive word the
+  policy missed is trained on without noise). One deviation: the plain steps take `train`'s
+  batch size and learning rate and the DP steps `dp`'s (Poisson batches), where the official
+  code uses one batch size and learning rate for both.
 - "document" (a deviation kept for comparison, `schedule_finetune`): every step is a plain AdamW
   step on a batch of documents, each used redacted iff its own draw (a function of (seed, t, i))
   falls below p(t). No DP at all; the target is named apart.
@@ -177,12 +180,17 @@ def schedule_finetune(
     return ScheduleResult(losses=losses, probabilities=probabilities, redacted_share=shares)
 
 
+PRIVATE_KEYS = ("target_epsilon", "delta", "max_grad_norm", "batch_size", "learning_rate")
+"""What a DP step of the schedule takes (`private_schedule_finetune`'s `private`)."""
+
+
 @dataclass(frozen=True)
 class PrivateScheduleResult:
     """What the batch-draw schedule did. Per optimiser step: losses (plain steps: mean
     next-token loss of the redacted batch; DP steps: mean per-example loss of the Poisson batch,
     NaN when it drew nobody), probabilities p(t) and plain (True: a plain step on redacted
-    dialogs). epsilon, delta, noise_multiplier, sample_rate: the DP steps' guarantee;
+    dialogs). epsilon (spent over the DP steps), delta, noise_multiplier (set for all steps),
+    sample_rate: the DP steps' guarantee;
     accounted_steps: the steps the accountant composed (the DP steps, and only them);
     dp_tokens: real tokens of the DP batches; dp_seconds: the DP steps' wall time."""
 
@@ -240,6 +248,9 @@ def private_schedule_finetune(
     )
 
     check_training_params(epochs, batch_size, learning_rate)
+    missing = [key for key in PRIVATE_KEYS if key not in private]
+    require(not missing, f"private needs {', '.join(PRIVATE_KEYS)}; missing {missing}")
+    require(seed >= 0, f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
     check_privacy_params(private["target_epsilon"], private["delta"], private["max_grad_norm"])
     check_training_params(epochs, private["batch_size"], private["learning_rate"])
     require(
@@ -272,11 +283,11 @@ def private_schedule_finetune(
     check_dp_compatible(model)
     loader = _unit_loader(rows, batch_size=private["batch_size"], pad_id=pad_id, seed=seed)
     sample_rate = 1 / len(loader)
-    sigma = get_noise_multiplier(
+    sigma = get_noise_multiplier(  # as if all T steps were DP, as the official code sets it
         target_epsilon=private["target_epsilon"],
         target_delta=private["delta"],
         sample_rate=sample_rate,
-        steps=dp_count,
+        steps=len(batches),
         accountant=ACCOUNTANT,
     )
     losses, dp_tokens, dp_seconds = [], 0, 0.0

@@ -19,7 +19,11 @@ import torch
 from privleak.policies import MASK
 from privleak.training.finetune import finetune_causal_lm
 from privleak.training.private import dp_finetune_causal_lm, jft_finetune
-from privleak.training.schedules import private_schedule_finetune, schedule_finetune
+from privleak.training.schedules import (
+    PRIVATE_KEYS,
+    private_schedule_finetune,
+    schedule_finetune,
+)
 
 Docs = list[list[int]]
 
@@ -70,10 +74,6 @@ def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
         "learning_rate": dp["learning_rate"],
     }
     return adamw, private
-
-
-PRIVATE_STEP_KEYS = ("target_epsilon", "delta", "max_grad_norm", "batch_size", "learning_rate")
-"""What a DP step of the schedule takes from `optimiser_settings`' private settings."""
 
 
 def planned(model, target, kind, docs, policy=None, without=None, after=None) -> dict:
@@ -196,7 +196,7 @@ def _train(
             seed=seed,
             schedule=schedule["name"],
             schedule_options=schedule.get("options") or {},
-            private={key: private[key] for key in PRIVATE_STEP_KEYS},
+            private={key: private[key] for key in PRIVATE_KEYS},
             **adamw,
         )
         row |= {
