@@ -32,6 +32,7 @@ render = {"n_boot": 200, "alpha": 0.05}
 # %%
 import json
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -236,13 +237,14 @@ for ax, (policy, title) in zip(axes, POLICIES.items(), strict=True):
 for ax in axes[1:]:
     ax.get_legend().remove()
 outside_legend(fig, axes[0], title="target", below=True)
-fig.suptitle(
+title = (
     f"S3 Fig. 1: LiRa success rate (flagged picks / non-empty picks) vs test perplexity ({domain} "
-    f"prompts; lower is better on both axes; 2x: double training cost)\n{level} bootstrap "
-    f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes); "
-    f"epsilon spent: {epsilons} (JFT and the schedule: selective DP, relative to the policy)\n"
-    + f"{LABELS['classifier']}; {LABELS['keyword']}"
+    f"prompts; lower is better on both axes; 2x: double training cost). {level} bootstrap "
+    f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes). "
+    f"Epsilon spent: {epsilons} (JFT and the schedule: selective DP, relative to the policy). "
+    f"{LABELS['classifier']}; {LABELS['keyword']}."
 )
+fig.suptitle("\n".join(textwrap.wrap(title, 120)))
 save_figure(fig, FIG / "s3_fig1", FORMATS)
 
 # %% [markdown]
