@@ -150,10 +150,7 @@ for policy in POLICIES:
         row.pop("models")
         row["train_masked_share"] = masked_share[policy] if target in REDACTED else 0.0
         row |= {"nonempty": rates[OVERALL]["nonempty"], "samples": len(drawn)}
-        # The official extraction script's rate: every non-empty sample flagged for a leaked
-        # domain, no pick.
-        flagged = drawn[[f"leak_{policy}_{j}" for j in leaked]].any(axis=1) & ~drawn["empty"]
-        row["official_rate"] = flagged.sum() / max(int((~drawn["empty"]).sum()), 1)
+        row["official_rate"] = rates[OVERALL]["official_rate"]
         for key, rate in rates.items():
             suffix = "" if key == OVERALL else f"_{key}"
             row |= {

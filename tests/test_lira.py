@@ -365,7 +365,8 @@ def test_success_table_picks_one_sample_per_prompt_and_reports_both_rates():
         "rate": 1.0, "low": pytest.approx(0.2236068, abs=1e-7), "high": 1.0, "successes": 2,
         "selected": 2, "nonempty": 4, "rate_per_generation": 0.5,
     }  # fmt: skip
-    assert table[lira.OVERALL] == table["B"]  # one leaked domain: the overall rate is its rate
+    # One leaked domain: the overall rate is its rate; the official script's, no pick, 2 of 4.
+    assert table[lira.OVERALL] == table["B"] | {"official_rate": 0.5}
 
 
 def test_without_a_success_the_interval_is_the_exact_zero_success_bound():
@@ -467,3 +468,16 @@ def test_c_hat_interval_is_the_inverse_of_the_swapped_ratios_where_the_reference
     assert swapped.effect == pytest.approx(3 / 16)
     assert c.low == pytest.approx(1 / swapped.high) and 1 < c.low < c.effect
     assert c.high == (math.inf if swapped.low == 0 else pytest.approx(1 / swapped.low))
+
+
+def test_the_official_rate_is_every_nonempty_samples_flagged_share_without_a_pick():
+    # 2 prompts x 2 samples: the official script averages success over the 3 non-empty samples
+    # (flagged for X or Y: 2 of them), whatever the attack picks.
+    drawn = pd.DataFrame(
+        {"prompt_id": [0, 0, 1, 1], "empty": [False, False, False, True],
+         "nll_self": [1.0, 2.0, 1.0, np.nan], "nll_without_X": [2.0, 2.0, 2.0, np.nan],
+         "nll_without_Y": [2.0, 2.0, 2.0, np.nan], "leak_keyword_X": [False, True, False, True],
+         "leak_keyword_Y": [False, False, True, False]}
+    )  # fmt: skip
+    table = lira.lira_success_table(drawn, "keyword", ["X", "Y"], n_boot=100, seed=0, alpha=0.1)
+    assert table[lira.OVERALL]["official_rate"] == pytest.approx(2 / 3)

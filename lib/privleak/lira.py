@@ -593,6 +593,17 @@ def _scores_and_flags(drawn, policy: str, leaked: Sequence[str]) -> tuple[dict, 
     return scores, flags
 
 
+def _one_pick_each(
+    drawn, policy: str, leaked: Sequence[str], runs: Sequence[Hashable] | None = None
+) -> tuple[list, np.ndarray, dict[str, Picks]]:
+    """(prompt ids [n], non-empty [n], `lira_picks`) of a target's n samples, one pick per prompt
+    (per prompt and training run when `runs` labels the samples of several runs)."""
+    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
+    scores, flags = _scores_and_flags(drawn, policy, leaked)
+    contexts = ids if runs is None else list(zip(runs, ids, strict=True))
+    return ids, nonempty, lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
+
+
 def prompt_successes(drawn, policy: str, leaked: Sequence[str]) -> pd.DataFrame:
     """Per prompt, the LiRa counts of one target's samples (OVERALL, one pick per prompt and
     leaked domain): the unit rows of a paired contrast of targets, [successes, selected] for the
@@ -607,9 +618,7 @@ def prompt_successes(drawn, policy: str, leaked: Sequence[str]) -> pd.DataFrame:
         (non-empty picks, a sample picked for several domains counted once) and nonempty.
     """
     drawn = drawn.reset_index(drop=True)
-    nonempty = ~drawn["empty"].to_numpy()
-    scores, flags = _scores_and_flags(drawn, policy, leaked)
-    picks = lira_picks(scores, flags, nonempty, drawn["prompt_id"].tolist(), per_prompt=1)
+    _, nonempty, picks = _one_pick_each(drawn, policy, leaked)
     overall = picks[OVERALL]
     counts = pd.DataFrame(
         {"successes": overall.success, "selected": overall.selected, "nonempty": nonempty}
@@ -639,12 +648,11 @@ def lira_success_table(
 
     Returns:
         Per key in [OVERALL, *leaked]: {rate, low, high, successes, selected, nonempty,
-        rate_per_generation}, as in `Rate`; (low, high) is the interval of rate.
+        rate_per_generation}, as in `Rate`; (low, high) is the interval of rate. OVERALL also
+        holds official_rate: the official extraction script's rate, which picks nothing, the
+        share of every non-empty sample flagged for some leaked domain.
     """
-    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
-    scores, flags = _scores_and_flags(drawn, policy, leaked)
-    contexts = ids if runs is None else list(zip(runs, ids, strict=True))
-    picks = lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
+    ids, nonempty, picks = _one_pick_each(drawn, policy, leaked, runs)
     out = {}
     for key in [OVERALL, *leaked]:
         rate = _counted(picks[key].success, picks[key].selected, nonempty)
@@ -666,6 +674,8 @@ def lira_success_table(
             "nonempty": rate.nonempty,
             "rate_per_generation": rate.rate_per_generation,
         }
+    flagged = drawn[[f"leak_{policy}_{j}" for j in leaked]].to_numpy().any(axis=1) & nonempty
+    out[OVERALL]["official_rate"] = flagged.sum() / nonempty.sum() if nonempty.any() else math.nan
     return out
 
 
@@ -743,10 +753,7 @@ def cell_counts(
     with a pick, summed over its training runs (a prompt's runs share its context), picks as in
     `lira_success_table` (per prompt and run): the unit rows of a rate's error correction
     (`privleak.policy_quality.corrected_rate_interval`)."""
-    ids, nonempty = drawn["prompt_id"].tolist(), ~drawn["empty"].to_numpy()
-    scores, flags = _scores_and_flags(drawn, policy, leaked)
-    contexts = ids if runs is None else list(zip(runs, ids, strict=True))
-    picks = lira_picks(scores, flags, nonempty, contexts, per_prompt=1)
+    ids, _, picks = _one_pick_each(drawn, policy, leaked, runs)
     out = {}
     for key in [OVERALL, *leaked]:
         counts = pd.DataFrame({"s": picks[key].success, "n": picks[key].selected})

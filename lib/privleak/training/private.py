@@ -59,7 +59,7 @@ PROBE_TOLERANCE = 1e-3
 
 
 @contextmanager
-def _benign_warnings_silenced() -> Iterator[None]:
+def benign_warnings_silenced() -> Iterator[None]:
     """Silence two benign warnings: secure RNG is off on purpose (seeded runs), and the
     embedding's full backward hook fires although its integer input needs no gradient."""
     with warnings.catch_warnings():
@@ -160,7 +160,7 @@ def check_dp_compatible(model) -> None:
             f"model is not DP-compatible: {name} ({type(module).__name__}): a trainable layer "
             "holding buffers, which Opacus does not support",
         )
-    with _benign_warnings_silenced():
+    with benign_warnings_silenced():
         problem = _probe_per_example_gradients(model)
     require(problem is None, f"model is not DP-compatible: {problem}")
 
@@ -217,7 +217,7 @@ def dp_units(documents: Sequence[Sequence[int]], seq_len: int) -> list[list[int]
     return [list(doc) for doc in documents]
 
 
-def _unit_loader(rows, *, batch_size: int, pad_id: int, seed: int) -> DataLoader:
+def unit_loader(rows, *, batch_size: int, pad_id: int, seed: int) -> DataLoader:
     """The loader Opacus turns into Poisson batches (rate 1 / ceil(len(rows) / batch_size))."""
     ids, mask = pad_rows(rows, pad_id)
     return DataLoader(
@@ -274,10 +274,10 @@ def dp_finetune_causal_lm(
     rows = dp_units(documents, seq_len)
     model.train()
     check_dp_compatible(model)
-    loader = _unit_loader(rows, batch_size=batch_size, pad_id=pad_id, seed=seed)
+    loader = unit_loader(rows, batch_size=batch_size, pad_id=pad_id, seed=seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=weight_decay)
-    with _benign_warnings_silenced():
+    with benign_warnings_silenced():
         engine = PrivacyEngine(accountant=ACCOUNTANT)
         hooks, dp_optimiser, dp_loader = engine.make_private_with_epsilon(
             module=model,

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from opacus import PrivacyEngine
+from opacus.accountants.utils import get_noise_multiplier
 
 from privleak.errors import require
 from privleak.training.finetune import (
@@ -43,6 +45,15 @@ from privleak.training.finetune import (
     pad_rows,
     shuffled_batches,
     train_adamw,
+)
+from privleak.training.private import (
+    ACCOUNTANT,
+    benign_warnings_silenced,
+    check_dp_compatible,
+    check_privacy_params,
+    dp_step,
+    dp_units,
+    unit_loader,
 )
 
 SCHEDULE_OPTIONS = {"step": {"switch": 0.5}, "linear": {}, "exp_concave": {"sharpness": 15.0}}
@@ -98,14 +109,18 @@ def step_draw(seed: int, step: int) -> float:
     return float(np.random.default_rng([seed, step]).random())
 
 
+def step_probabilities(schedule: str, total_steps: int, **options: float) -> list[float]:
+    """[total_steps] p(t) at every optimiser step: progress t / (total_steps - 1), so the first
+    step is fully redacted and the last fully original."""
+    last = max(total_steps - 1, 1)
+    return [redaction_probability(schedule, t, last, **options) for t in range(total_steps)]
+
+
 def plain_steps(schedule: str, total_steps: int, seed: int, **options: float) -> list[bool]:
     """[total_steps] whether each step is plain (redacted batch) under the batch draw; the
     others are DP steps. Fixed before training, so the accountant knows the DP steps' count."""
-    last = max(total_steps - 1, 1)
-    return [
-        step_draw(seed, t) < redaction_probability(schedule, t, last, **options)
-        for t in range(total_steps)
-    ]
+    probabilities = step_probabilities(schedule, total_steps, **options)
+    return [step_draw(seed, t) < p for t, p in enumerate(probabilities)]
 
 
 @dataclass(frozen=True)
@@ -158,10 +173,7 @@ def schedule_finetune(
     require(seed >= 0, f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
     options = dict(schedule_options or {})
     batches = shuffled_batches(len(original_docs), epochs=epochs, batch_size=batch_size, seed=seed)
-    last = max(len(batches) - 1, 1)
-    probabilities = [
-        redaction_probability(schedule, t, last, **options) for t in range(len(batches))
-    ]
+    probabilities = step_probabilities(schedule, len(batches), **options)
     shares: list[float] = []
 
     def step_rows() -> Iterator[list[list[int]]]:
@@ -233,20 +245,6 @@ def private_schedule_finetune(
     one DP example, `dp_units`) at rate 1 / ceil(n / private["batch_size"]) and
     private["learning_rate"]. private: target_epsilon, delta, max_grad_norm, batch_size,
     learning_rate. One AdamW state serves both kinds of step. The model is left in eval mode."""
-    # Imported here: private pulls in Opacus, which the AdamW-only variant does not need.
-    from opacus import PrivacyEngine
-    from opacus.accountants.utils import get_noise_multiplier
-
-    from privleak.training.private import (
-        ACCOUNTANT,
-        _benign_warnings_silenced,
-        _unit_loader,
-        check_dp_compatible,
-        check_privacy_params,
-        dp_step,
-        dp_units,
-    )
-
     check_training_params(epochs, batch_size, learning_rate)
     missing = [key for key in PRIVATE_KEYS if key not in private]
     require(not missing, f"private needs {', '.join(PRIVATE_KEYS)}; missing {missing}")
@@ -263,10 +261,7 @@ def private_schedule_finetune(
     require(all(redacted_chunks), "every redacted document needs >= 2 tokens")
     batches = shuffled_batches(len(original_docs), epochs=epochs, batch_size=batch_size, seed=seed)
     options = dict(schedule_options or {})
-    last = max(len(batches) - 1, 1)
-    probabilities = [
-        redaction_probability(schedule, t, last, **options) for t in range(len(batches))
-    ]
+    probabilities = step_probabilities(schedule, len(batches), **options)
     plain = plain_steps(schedule, len(batches), seed, **options)
     dp_count = plain.count(False)
     step_rows = [[c for i in batch for c in redacted_chunks[i]] for batch in batches]
@@ -281,7 +276,7 @@ def private_schedule_finetune(
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=weight_decay)
     check_dp_compatible(model)
-    loader = _unit_loader(rows, batch_size=private["batch_size"], pad_id=pad_id, seed=seed)
+    loader = unit_loader(rows, batch_size=private["batch_size"], pad_id=pad_id, seed=seed)
     sample_rate = 1 / len(loader)
     sigma = get_noise_multiplier(  # as if all T steps were DP, as the official code sets it
         target_epsilon=private["target_epsilon"],
@@ -291,7 +286,7 @@ def private_schedule_finetune(
         accountant=ACCOUNTANT,
     )
     losses, dp_tokens, dp_seconds = [], 0, 0.0
-    with _benign_warnings_silenced():
+    with benign_warnings_silenced():
         engine = PrivacyEngine(accountant=ACCOUNTANT)
         hooks, dp_optimiser, dp_loader = engine.make_private(
             module=model,

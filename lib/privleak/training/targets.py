@@ -187,17 +187,24 @@ def _train(
             0.0,
             0,
         )
-    if plan["kind"] == "schedule" and schedule.get("draw", "batch") == "batch":
-        result = private_schedule_finetune(
-            model,
-            plan["docs"],
-            original,
+    if plan["kind"] == "schedule":
+        settings = dict(
             pad_id=pad_id,
             seed=seed,
             schedule=schedule["name"],
             schedule_options=schedule.get("options") or {},
-            private={key: private[key] for key in PRIVATE_KEYS},
             **adamw,
+        )
+        if schedule.get("draw", "batch") == "document":
+            result = schedule_finetune(model, plan["docs"], original, **settings)
+            row["mean_redacted_share"] = float(np.mean(result.redacted_share))
+            return result.losses, row, 0.0, 0
+        result = private_schedule_finetune(
+            model,
+            plan["docs"],
+            original,
+            private={key: private[key] for key in PRIVATE_KEYS},
+            **settings,
         )
         row |= {
             "epsilon": result.epsilon,
@@ -207,19 +214,6 @@ def _train(
             "mean_redacted_share": float(np.mean(result.plain)),
         }
         return result.losses, row, result.dp_seconds, result.dp_tokens
-    if plan["kind"] == "schedule":
-        result = schedule_finetune(
-            model,
-            plan["docs"],
-            original,
-            pad_id=pad_id,
-            seed=seed,
-            schedule=schedule["name"],
-            schedule_options=schedule.get("options") or {},
-            **adamw,
-        )
-        row["mean_redacted_share"] = float(np.mean(result.redacted_share))
-        return result.losses, row, 0.0, 0
     if plan["kind"] == "dp":
         result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad_id, seed=seed, **private)
         first = []
