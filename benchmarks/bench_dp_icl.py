@@ -5,8 +5,9 @@ question alone, then one stream per document: template head + document + questio
 tokens each with EOS blocked throughout (min_new_tokens = NEW, so every path takes NEW steps).
 Prompts are random token ids of realistic length (~100-token documents), so no tokenizer and no
 weights are needed.
-    fast  = `dp_rag_generate`'s path: `decode` with streams_per_group = 1 + k and the DP-ICL mix,
-            every stream of a chunk in one cached batch, one forward per step;
+    fast  = the shared decoder: `decode` with streams_per_group = 1 + k and the DP-ICL mix,
+            every stream of a chunk in one cached batch, one forward per step (S4's own
+            shared-prefix path is `bench_dp_icl_shared`);
     fair  = what a user would write first: per question, k + 1 separate cached batch-1 forwards
             a step (each stream its own past_key_values), `dp_icl_utility` mixed into logits
             eps * U / (2 * sensitivity * C), then a draw with the same uniforms as fast (tokens

@@ -6,8 +6,14 @@
 #   for a random sample of documents, with a histogram of thresholds drawn by the sampler and the
 #   Kolmogorov distance between the two (the sampler check).
 # - Fig. 6: accuracy (the response names the question's disease) against the disease's number of
-#   documents, in the paper's buckets, for DP-RAG at each epsilon and the non-private RAG; 95 %
-#   bootstrap intervals over questions (seaborn, fixed seed).
+#   documents, in the paper's buckets, for DP-RAG at each epsilon and the non-private RAG, one
+#   question per drawn patient as the published evaluation asks them; per bucket the share of
+#   its questions answered, with Wilson 95 % intervals (bars: seaborn's bootstrap, fixed seed).
+# - Voters: accuracy at the first epsilon against the number of voting documents (top-k DP
+#   thresholds at each k of the sweep) on the questions whose disease holds enough documents:
+#   the paper's "at least 100 documents" sentence, measured.
+# - Theta: accuracy and fluency (mean log-prob per token under the public stream; not a paper
+#   quantity) against the public weight theta, at every epsilon, on the same questions.
 # - The response table at the first epsilon (the paper's ~5), the accountant summary, and the
 #   planted facts: reproduced verbatim or not, and their exact log-probability under each decoder.
 
@@ -15,7 +21,8 @@
 figures = {"formats": ["png", "pdf"]}
 utility = "top_k"
 k = 4
-max_retrieve = 4
+p = 0.5
+max_retrieve = None
 densities = {"documents": 30, "epsilon": 1.0, "k": 10, "p": 0.5, "draws": 2000}
 
 # %%
@@ -27,6 +34,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from privleak.data.records import read_jsonl
+from privleak.dp_rag_eval import BUCKET_NAMES, bucket, wilson
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -41,7 +50,6 @@ style()
 FIG = paths.FIGURES / "s4"
 FORMATS = check_formats(figures["formats"])
 S4 = paths.INTERIM / "s4"
-BUCKETS = [(0, 10), (10, 20), (20, 50), (50, 100), (100, math.inf)]  # the paper's Fig. 6 buckets
 metrics = {}
 
 # %%
@@ -53,6 +61,11 @@ responses = pd.read_parquet(S4 / "generate" / "responses.parquet")
 planted = pd.read_parquet(S4 / "generate" / "planted.parquet")
 budgets = pd.read_parquet(S4 / "generate" / "budgets.parquet")
 first_epsilon = float(budgets["epsilon"].iloc[0])
+sensitivity = int(budgets["sensitivity_in_C"].iloc[0])
+LAW = "sensitivity C (every document above τ kept)" if sensitivity == 1 else "sensitivity 2C (cap)"
+corpus = pd.DataFrame(read_jsonl(S4 / "retrieve" / "medical.jsonl"))
+frequency = corpus["disease"].value_counts()
+patients_in = corpus["disease"].map(frequency).map(bucket).value_counts()
 
 
 def decoder_label(decoder: str, epsilon: float) -> str:
@@ -120,10 +133,11 @@ print(json.dumps(metrics["threshold_sampler"], indent=1))
 # ## Retrieval: does the threshold keep about k documents?
 
 # %%
-kept = questions.assign(capped=questions["above"] > max_retrieve)
+kept = questions.assign(capped=questions["above"] > (max_retrieve or math.inf))
 metrics["retrieval"] = {
     "utility": utility,
     "k": k,
+    "p": p,
     "max_retrieve": max_retrieve,
     "mean_above_threshold": float(kept["above"].mean()),
     "median_above_threshold": float(kept["above"].median()),
@@ -137,63 +151,156 @@ metrics["retrieval"] = {
 metrics["retrieval"]
 
 # %% [markdown]
-# ## Fig. 6: accuracy against disease frequency
+# ## Fig. 6: accuracy against disease frequency, one question per drawn patient
 
 # %%
 asked = responses[responses["kind"] == "disease"].copy()
-
-
-def bucket(frequency: int) -> str:
-    for low, high in BUCKETS:
-        if low <= frequency < high:
-            return f"[{low}, {high})" if math.isfinite(high) else f"≥ {low}"
-    raise ValueError(frequency)
-
-
-BUCKET_NAMES = [bucket(low) for low, _ in BUCKETS]
-asked["bucket"] = pd.Categorical(asked["frequency"].map(bucket), BUCKET_NAMES, ordered=True)
+asked["bucket"] = pd.Categorical(asked["bucket"], BUCKET_NAMES, ordered=True)
 asked["accuracy"] = asked["correct"].astype(float)
+main = asked[asked["sweep"] == "main"]
+
+
+def bucket_rows(group: pd.DataFrame) -> pd.Series:
+    low, high = wilson(int(group["accuracy"].sum()), len(group))
+    return pd.Series({"accuracy": group["accuracy"].mean(), "low": low, "high": high,
+                      "questions": len(group)})  # fmt: skip
+
+
 per_bucket = (
-    asked.groupby(["label", "bucket"], observed=False)["accuracy"]
-    .agg(["mean", "count"])
+    main.groupby(["label", "bucket"], observed=False)[["accuracy"]]
+    .apply(bucket_rows)
     .reset_index()
+    .assign(patients=lambda t: t["bucket"].map(patients_in).fillna(0).astype(int))
 )
-counts = asked[asked["decoder"] == "rag"].groupby("bucket", observed=False).size()
+asked_in = main[main["decoder"] == "rag"].groupby("bucket", observed=False).size()
 fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-sns.barplot(data=asked, x="bucket", y="accuracy", hue="label", hue_order=ORDER,
+sns.barplot(data=main, x="bucket", y="accuracy", hue="label", hue_order=ORDER,
             order=BUCKET_NAMES, ax=ax, **BOOTSTRAP)  # fmt: skip
 ax.set_xticks(range(len(BUCKET_NAMES)))
-ax.set_xticklabels([f"{name}\n{counts.get(name, 0)} diseases" for name in BUCKET_NAMES])
-ax.set_xlabel("documents of the question's disease")
+ax.set_xticklabels([f"{name}\n{asked_in.get(name, 0)} of {patients_in.get(name, 0)} patients"
+                    for name in BUCKET_NAMES])  # fmt: skip
+ax.set_xlabel("documents of the patient's disease (questions asked of the bucket's patients)")
 ax.set_ylabel("accuracy (names the disease)")
 ax.set_ylim(0, 1.05)
-ax.set_title("S4 Fig. 6: accuracy vs disease frequency (95 % bootstrap CI over questions)")
+ax.set_title(
+    f"S4 Fig. 6: accuracy vs disease frequency, one question per drawn patient\n"
+    f"{LAW}; θ = {responses.loc[responses['sweep'] == 'main', 'theta'].dropna().iloc[0]:g}; "
+    "95 % bootstrap CI over questions"
+)
 outside_legend(fig, ax)
 save_figure(fig, FIG / "s4_fig6", FORMATS)
-save_table(per_bucket, FIG / "s4_fig6_data")
+save_table(
+    per_bucket,
+    FIG / "s4_fig6_data",
+    note="Per bucket of disease frequency: the share of its questions (one per drawn patient) "
+    "whose response names the disease, with its Wilson 95 % interval; patients: the bucket's "
+    "patients in the corpus. The published evaluation weights buckets by questions the same way.",
+)
+
+
+def weighted(group: pd.DataFrame) -> float:
+    """The question-weighted accuracy over the corpus: bucket means weighted by patients."""
+    means = group.groupby("bucket", observed=True)["accuracy"].mean()
+    weights = means.index.map(patients_in).astype(float)
+    return float(np.average(means.to_numpy(), weights=weights))
+
+
 metrics["accuracy"] = {
     label: {
-        "overall": float(group["accuracy"].mean()),
+        "weighted_by_patients": weighted(group),
         "questions": len(group),
         "by_bucket": {
-            str(b): {"accuracy": float(g["accuracy"].mean()), "questions": len(g)}
-            for b, g in group.groupby("bucket", observed=True)
+            row["bucket"]: {key: float(row[key]) for key in ("accuracy", "low", "high")}
+            | {"questions": int(row["questions"])}
+            for _, row in per_bucket[per_bucket["label"] == label].iterrows()
+            if row["questions"]
         },
     }
-    for label, group in asked.groupby("label")
+    for label, group in main.groupby("label")
 }
 per_bucket
+
+# %% [markdown]
+# ## Accuracy against the number of voting documents (the "at least 100 documents" sentence)
+
+# %%
+by_voters = asked[asked["sweep"] == "voters"]
+voters_kept = pd.read_parquet(S4 / "retrieve" / "voters.parquet")
+if len(by_voters):
+    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+    sns.pointplot(data=by_voters, x="voters", y="accuracy", ax=ax, color="tab:blue", **BOOTSTRAP)
+    kept_by_k = voters_kept.groupby("voters")["above"].median()
+    ax.set_xticks(range(len(kept_by_k)))
+    ax.set_xticklabels([f"{k}\n(median kept {m:g})" for k, m in kept_by_k.items()])
+    ax.set_xlabel("k of the top-k DP threshold (documents voting)")
+    ax.set_ylabel("accuracy (names the disease)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(
+        f"S4: accuracy vs voting documents, ε = {first_epsilon:g}, {LAW}\n"
+        f"{by_voters['question_id'].nunique()} questions whose disease holds "
+        f"≥ {int(by_voters['frequency'].min())} documents; 95 % bootstrap CI"
+    )
+    save_figure(fig, FIG / "s4_voters", FORMATS)
+voters_table = (
+    by_voters.groupby("voters")["accuracy"].agg(["mean", "count"]).reset_index()
+    .merge(voters_kept.groupby("voters")["above"].median().rename("median_kept").reset_index(),
+           on="voters", how="left")
+)  # fmt: skip
+save_table(
+    voters_table,
+    FIG / "s4_voters_data",
+    note=f"DP-RAG at ε = {first_epsilon:g}: accuracy with a top-k DP threshold at each k "
+    "(median_kept: documents it kept) on the questions of the most frequent diseases.",
+)
+metrics["voters"] = voters_table.to_dict("records")
+voters_table
+
+# %% [markdown]
+# ## Accuracy and fluency against theta
+
+# %%
+swept = set(asked.loc[asked["sweep"] == "theta", "question_id"])
+by_theta = asked[
+    (asked["decoder"] == "dp_rag")
+    & asked["question_id"].isin(swept)
+    & asked["sweep"].isin(["main", "theta"])
+]
+if len(by_theta):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+    for ax, column, name in zip(axes, ["accuracy", "fluency"],
+                                ["accuracy (names the disease)",
+                                 "fluency: mean log-prob per token (public stream)"],
+                                strict=True):  # fmt: skip
+        sns.pointplot(data=by_theta, x="theta", y=column, hue="label", ax=ax, **BOOTSTRAP)
+        ax.set_xlabel("θ (public stream weight)")
+        ax.set_ylabel(name)
+    axes[0].set_ylim(0, 1.05)
+    fig.suptitle(
+        f"S4: accuracy and fluency vs θ, {LAW}; {len(swept)} questions whose disease holds "
+        f"≥ {int(by_theta['frequency'].min())} documents; 95 % bootstrap CI (fluency is not a "
+        "paper quantity)"
+    )
+    save_figure(fig, FIG / "s4_theta", FORMATS)
+theta_table = by_theta.groupby(["epsilon", "theta"])[["accuracy", "fluency"]].mean().reset_index()
+save_table(
+    theta_table,
+    FIG / "s4_theta_data",
+    note="DP-RAG accuracy and fluency (mean log-prob per token of the response under the "
+    "public stream, the LM given the question alone) at each theta and epsilon.",
+)
+metrics["theta"] = theta_table.to_dict("records")
+theta_table
 
 # %% [markdown]
 # ## The response table at the first epsilon, and the accountant
 
 # %%
-shown = asked[(asked["decoder"] == "rag") | (asked["epsilon"] == first_epsilon)]
+shown = main[(main["decoder"] == "rag") | (main["epsilon"] == first_epsilon)]
 # the answer as a reader sees it, on one line (a sampled newline would break the markdown table)
 shown = shown.assign(text=(shown["answer_prefix"] + shown["text"]).str.replace("\n", " ⏎ "))
 table = (
     shown.pivot_table(
-        index=["disease", "frequency"],
+        index=["question_id", "disease", "frequency"],
         columns="decoder",
         values=["text", "correct", "documents"],
         aggfunc="first",
@@ -202,22 +309,23 @@ table = (
     .reset_index()
 )
 table.columns = [
-    "disease", "frequency", "dp_rag_correct", "rag_correct", "dp_rag_documents",
+    "question_id", "disease", "frequency", "dp_rag_correct", "rag_correct", "dp_rag_documents",
     "rag_documents", "dp_rag_response", "rag_response",
 ]  # fmt: skip
-# planted questions name a disease too: only the symptom question is the disease's
-question_of = questions[questions["kind"] == "disease"].set_index("disease")["question"].to_dict()
-table.insert(0, "question", table["disease"].map(question_of))
+table.insert(
+    1, "question", table["question_id"].map(questions.set_index("question_id")["question"])
+)
 save_table(
     table,
     FIG / "s4_responses",
     note=f"DP-RAG at ε = {first_epsilon:g} (δ = {budgets['delta'].iloc[0]:g}) and the "
-    "non-private RAG (greedy) on each disease's symptom question; the paper's response table. "
+    "non-private RAG (greedy) on each drawn patient's symptom question; the paper's response "
+    "table. "
     "Each answer opens with the same public prefix in every stream; the decoders wrote the rest.",
 )
 
 accountant = budgets.assign(
-    sensitivity="2C (max_retrieve cap)",
+    sensitivity=LAW,
     sum_of_epsilons=budgets["retrieval_epsilon"] + budgets["tokens"] * budgets["token_epsilon"],
 )
 save_table(
@@ -228,13 +336,14 @@ save_table(
     "epsilon at delta; sum_of_epsilons is what plain addition would charge.",
 )
 metrics["budgets"] = accountant.drop(columns="sensitivity").to_dict("records")
+metrics["sensitivity_in_C"] = sensitivity
 accountant
 
 # %% [markdown]
 # ## Planted facts: reproduced, and their exact log-probability
 
 # %%
-asked_facts = responses[responses["kind"] == "planted"]
+asked_facts = responses[(responses["kind"] == "planted") & (responses["sweep"] == "main")]
 reproduced = asked_facts.pivot_table(index="question_id", columns="label", values="reproduced",
                                      aggfunc="first")  # fmt: skip
 logprob = planted.assign(
@@ -254,8 +363,9 @@ save_table(
     FIG / "s4_planted_facts",
     note="Each fact (a serial number) occurs in exactly one document. log_prob: the exact natural "
     "log-probability of the fact after a forced answer prefix under each decoder's own sampling "
-    "distribution; reproduced: the single sampled response contains it verbatim; greedy_emits: "
-    "the non-private RAG's greedy decoding emits it.",
+    "distribution (DP-RAG draws no response for these questions: this is its measurement); "
+    "reproduced: the non-private RAG's response contains it verbatim; greedy_emits: the "
+    "non-private RAG's greedy decoding emits it.",
 )
 metrics["planted"] = {
     "facts": len(facts),

@@ -3,11 +3,17 @@
 # Every question of s4_retrieve is answered
 # - by DP-RAG at each response budget epsilon: the documents its DP threshold kept, one stream
 #   each, plus the public stream (the question alone), sampled token by token from
-#   exp(eps_token * U / (2 * 2C)) (Grislain's DP-ICL; sensitivity 2C under the max_retrieve cap);
-#   eps_token comes from epsilon, delta and the threshold's share by dp_accounting composition,
-#   every response charged max_new_tokens tokens. All epsilons decode in one call, so a
-#   question's prompts are prefilled once for every epsilon;
+#   exp(eps_token * U / (2 * s * C)) (Grislain's DP-ICL), with s = 1 (the paper's law) when every
+#   document above the threshold is kept and s = 2 under a `max_retrieve` cap. eps_token comes
+#   from epsilon, delta and the threshold's share by dp_accounting composition, every response
+#   charged max_new_tokens tokens. A question's streams share one prefill: the template and the
+#   question are forwarded once, each document stream once, whatever the epsilons and sweeps;
 # - by the non-private RAG (epsilon = inf): the exact top rag_k documents in one prompt, greedy.
+# (Planted questions: see Measured privacy below.)
+#
+# Two sweeps: theta (the public stream's weight) over `sweeps.thetas` at every epsilon, on the
+# questions whose disease holds at least `sweeps.thetas_min_documents` documents; the number of
+# voting documents (s4_retrieve's top-k thresholds) at the first epsilon.
 #
 # Every answer opens with a public prefix, the same text in every stream (no privacy cost): a
 # disease question's is `generation.answer_prefix`, a planted fact's its own ("The serial
@@ -15,29 +21,36 @@
 # spends the budget on the tokens that carry the answer (its own advice: "ask question with
 # shorter responses").
 #
-# Accuracy (Fig. 6): the response names the question's disease (`privleak.dp_rag.names_disease`:
-# case, spaces and punctuation ignored, spelling not). Measured privacy: each planted fact (a
-# serial number held by exactly one document) is asked for; a response reproduces it when the
-# serial appears verbatim. Beside that single sample, its exact log-probability under each decoder
-# after the answer prefix: the sum over its tokens of the decoder's own next-token log-probability
-# (DP-ICL: the mixed distribution; RAG: the LM's, and whether greedy emits it).
+# Accuracy (Fig. 6): the response names the question's disease (`privleak.data.medical.
+# names_disease`: case, spaces and punctuation ignored, spelling not). Fluency (not a paper
+# quantity): the response's mean log-prob per token under the public stream, the LM given the
+# question alone. Measured privacy: each planted fact (a serial number held by exactly one
+# document) is scored exactly under each decoder after the answer prefix: the sum over its tokens
+# of the decoder's own next-token log-probability (DP-ICL: the mixed distribution, from the
+# question's shared prefill; RAG: the LM's, and whether greedy emits it). The non-private RAG
+# also answers it once (a response reproduces the fact when the serial appears verbatim); DP-RAG
+# draws no response for it, its exact log-probability being the measurement.
 
 # %% tags=["parameters"]
 seed = 0
 lm = "smollm2-135m-instruct"
+lm_dtype = None
 device = "cpu"
 dtype = "float32"
 device_map = None
-budget = {"epsilons": [5.0, 20.0], "delta": 1e-3, "retrieval_epsilon": 1.0}
-dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 1.0}
+budget = {"epsilons": [5.0, 20.0], "delta": 1e-3, "retrieval_epsilon": 0.5}
+max_retrieve = None
+dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 0.01}
 generation = {
     "template": "chat",
     "max_new_tokens": 6,
     "min_new_tokens": 1,
-    "max_batch_streams": 10,
+    "max_batch_streams": 40,
     "rag_k": 2,
     "answer_prefix": "The disease is called",
 }
+thetas = [0.0, 1.0]
+thetas_min_documents = 10
 
 # %%
 import math
@@ -50,11 +63,13 @@ from privleak import models as registry
 from privleak.data.medical import document_text, names_disease
 from privleak.data.records import read_jsonl
 from privleak.dp_rag import (
+    Ask,
     DPICLSettings,
     dp_rag_generate,
-    planted_fact_rows,
+    rag_fact_row,
     rag_generate,
     split_budget,
+    token_sensitivity,
 )
 from privleak.errors import require
 from privleak.pipeline import checkpoint, paths
@@ -64,69 +79,109 @@ OUT.mkdir(parents=True, exist_ok=True)
 questions = pd.read_parquet(IN / "questions.parquet")
 for column in ("answer_prefix", "fact"):  # a file: or hf: corpus plants no facts
     questions[column] = questions.get(column)
+voters = pd.read_parquet(IN / "voters.parquet")
 documents = {r["id"]: document_text(r) for r in read_jsonl(IN / "medical.jsonl")}
 template, max_new = generation["template"], generation["max_new_tokens"]
 budgets = [
     split_budget(e, budget["delta"], budget["retrieval_epsilon"], max_new)
     for e in budget["epsilons"]
 ]
-model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
+sensitivity = token_sensitivity(max_retrieve)
+model, tokenizer = registry.load(lm, device=device, dtype=lm_dtype or dtype, device_map=device_map)
 store = checkpoint.open_stage("s4_generate", globals())
-pd.DataFrame([b.__dict__ for b in budgets])
+pd.DataFrame([b.__dict__ for b in budgets]).assign(sensitivity_in_C=sensitivity)
 
 # %% [markdown]
-# ## Responses: DP-RAG at each epsilon, and the non-private RAG
+# ## Responses: DP-RAG at each epsilon and in the sweeps, and the non-private RAG
 
 # %%
-ask = questions["question"].tolist()
-keys = questions["question_id"].tolist()
-prefixes = [
-    prefix if kind == "planted" else generation["answer_prefix"]
-    for kind, prefix in zip(questions["kind"], questions["answer_prefix"], strict=True)
+prefix_of = {
+    qid: prefix if kind == "planted" else generation["answer_prefix"]
+    for qid, kind, prefix in zip(
+        questions["question_id"], questions["kind"], questions["answer_prefix"], strict=True
+    )
+}
+text_of = dict(zip(questions["question_id"], questions["question"], strict=True))
+
+
+def setting(spent, theta: float) -> DPICLSettings:
+    return DPICLSettings(spent.token_epsilon, dp_icl["alpha"], dp_icl["clip"], theta, sensitivity)
+
+
+fact_of = {
+    qid: tuple(tokenizer(fact, add_special_tokens=False)["input_ids"])
+    for qid, fact in zip(questions["question_id"], questions["fact"], strict=True)
+    if isinstance(fact, str)
+}
+
+
+def ask(qid: str, tag: tuple, chosen, spent, theta: float, **labels) -> tuple[Ask, dict]:
+    """A disease question draws a response; a planted one is only scored (its fact's exact
+    log-probs, from the same prefill)."""
+    docs = tuple(documents[i] for i in chosen)
+    forced = fact_of.get(qid, ())
+    request = Ask((qid, *tag), text_of[qid], docs, setting(spent, theta), prefix_of[qid], forced,
+                  sample=not forced)  # fmt: skip
+    return request, {"question_id": qid, "epsilon": spent.epsilon, "theta": theta, **labels}
+
+
+frequent = (questions["kind"] == "disease") & (questions["frequency"] >= thetas_min_documents)
+swept = set(questions.loc[frequent, "question_id"])
+requests = [
+    ask(qid, ("main",), chosen, spent, dp_icl["theta"], sweep="main")
+    for qid, chosen in zip(questions["question_id"], questions["chosen"], strict=True)
+    for spent in budgets
+]
+requests += [
+    ask(qid, ("theta",), chosen, spent, theta, sweep="theta")
+    for qid, chosen in zip(questions["question_id"], questions["chosen"], strict=True)
+    if qid in swept
+    for theta in thetas
+    if theta != dp_icl["theta"]
+    for spent in budgets
+]
+requests += [
+    ask(qid, ("voters", k), chosen, budgets[0], dp_icl["theta"], sweep="voters", voters=k)
+    for qid, k, chosen in zip(
+        voters["question_id"], voters["voters"], voters["chosen"], strict=True
+    )  # fmt: skip
 ]
 common = {
-    "keys": keys,
     "template": template,
     "max_new_tokens": max_new,
     "min_new_tokens": generation["min_new_tokens"],
-    "answer_prefixes": prefixes,
     "max_batch_streams": generation["max_batch_streams"],
 }
-settings = [DPICLSettings(spent.token_epsilon, **dp_icl) for spent in budgets]
 started = time.perf_counter()
 answers = dp_rag_generate(
-    model,
-    tokenizer,
-    ask,
-    [[documents[i] for i in chosen] for chosen in questions["chosen"]],
-    settings,
-    seed=seed,
-    cache=store.cache("dp_rag", lm),
+    model, tokenizer, [r for r, _ in requests], seed=seed, cache=store.cache("dp_rag", lm),
     **common,
-)
-print(f"DP-RAG at epsilons {budget['epsilons']}: {len(ask)} questions in "
+)  # fmt: skip
+print(f"DP-RAG: {len(requests)} responses or scored facts for {len(questions)} questions in "
       f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-rows = [
-    {"question_id": key, "decoder": "dp_rag", "epsilon": spent.epsilon, **answer}
-    for spent, per_question in zip(budgets, answers, strict=True)
-    for key, answer in zip(keys, per_question, strict=True)
-]
+rows = [{"decoder": "dp_rag", **labels, **answer}
+        for (_, labels), answer in zip(requests, answers, strict=True)]  # fmt: skip
+scored, rows = [r for r in rows if "tokens" not in r], [r for r in rows if "tokens" in r]
+keys = questions["question_id"].tolist()
 started = time.perf_counter()
 answers = rag_generate(
     model,
     tokenizer,
-    ask,
+    questions["question"].tolist(),
     [[documents[i] for i in rag] for rag in questions["rag"]],
+    keys=keys,
+    answer_prefixes=[prefix_of[q] for q in keys],
     cache=store.cache("rag", lm),
     **common,
 )
-print(f"non-private RAG: {len(ask)} questions in {time.perf_counter() - started:.1f} s")
+print(f"non-private RAG: {len(keys)} questions in {time.perf_counter() - started:.1f} s")
 rows += [
-    {"question_id": key, "decoder": "rag", "epsilon": math.inf, "public_only": False, **answer}
+    {"decoder": "rag", "question_id": key, "epsilon": math.inf, "sweep": "main",
+     "public_only": False, **answer}
     for key, answer in zip(keys, answers, strict=True)
-]
+]  # fmt: skip
 responses = pd.DataFrame(rows).merge(
-    questions[["question_id", "kind", "disease", "frequency", "fact"]],
+    questions[["question_id", "kind", "disease", "frequency", "bucket", "fact"]],
     on="question_id",
 )
 responses["correct"] = [
@@ -142,8 +197,12 @@ responses["reproduced"] = [
     )
 ]
 responses["new_tokens"] = responses["tokens"].map(len)
-responses["answer_prefix"] = responses["question_id"].map(dict(zip(keys, prefixes, strict=True)))
-responses.groupby(["kind", "decoder", "epsilon"])[["correct", "reproduced", "documents"]].agg(
+responses["fluency"] = [
+    float(np.mean(values)) if isinstance(values, list) and values else math.nan
+    for values in responses["public_logprobs"]
+]
+responses["answer_prefix"] = responses["question_id"].map(prefix_of)
+responses.groupby(["kind", "sweep", "decoder", "epsilon"])[["correct", "documents"]].agg(
     lambda x: x.astype(float).mean()
 )
 
@@ -152,25 +211,30 @@ responses.groupby(["kind", "decoder", "epsilon"])[["correct", "reproduced", "doc
 
 # %%
 planted = questions[questions["kind"] == "planted"]
-
-
-def fact_rows(question) -> list[dict]:
-    return planted_fact_rows(
-        model, tokenizer, question, documents, settings, budgets,
-        template=template, blocked_steps=generation["min_new_tokens"],
-    )  # fmt: skip
-
-
+dp_facts = [
+    {"question_id": row["question_id"], "fact_tokens": len(row["forced_logprobs"]),
+     "decoder": "dp_rag", "epsilon": row["epsilon"],
+     "log_prob": float(np.sum(row["forced_logprobs"])), "greedy_emits": None}
+    for row in scored
+]  # fmt: skip
 started = time.perf_counter()
-facts = [
-    row
-    for _, question in planted.iterrows()
-    for row in store.get_or_compute(
-        ("planted", lm, question["question_id"]), lambda q=question: fact_rows(q)
+rag_facts = [
+    store.get_or_compute(
+        ("planted", lm, question["question_id"]),
+        lambda q=question: rag_fact_row(
+            model,
+            tokenizer,
+            q,
+            documents,
+            template=template,
+            blocked_steps=generation["min_new_tokens"],
+        ),
     )  # fmt: skip
+    for _, question in planted.iterrows()
 ]
-print(f"{len(planted)} planted facts scored in {time.perf_counter() - started:.1f} s")
+print(f"{len(planted)} planted facts scored under the RAG in {time.perf_counter() - started:.1f} s")
 print(store.summary())
+facts = dp_facts + rag_facts
 facts = pd.DataFrame(
     facts, columns=["question_id", "fact_tokens", "decoder", "epsilon", "log_prob", "greedy_emits"]
 )
@@ -186,4 +250,6 @@ facts.groupby(["decoder", "epsilon"])["log_prob"].describe()
 # %%
 responses.drop(columns=["fact"]).to_parquet(OUT / "responses.parquet", index=False)
 facts.to_parquet(OUT / "planted.parquet", index=False)
-pd.DataFrame([b.__dict__ for b in budgets]).to_parquet(OUT / "budgets.parquet", index=False)
+pd.DataFrame([b.__dict__ for b in budgets]).assign(sensitivity_in_C=sensitivity).to_parquet(
+    OUT / "budgets.parquet", index=False
+)

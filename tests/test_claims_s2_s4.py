@@ -110,23 +110,44 @@ def test_diminishing_gains_need_all_three_points():
     assert s2.diminishing_gains(amplified.drop(columns=10.0)).size == 0
 
 
-def test_s4_accuracy_spearman_per_epsilon_and_censoring():
-    responses = pd.DataFrame(
-        {"kind": ["disease"] * 6, "decoder": ["dp_rag"] * 6, "epsilon": [5.0] * 6,
+def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
+    main = pd.DataFrame(
+        {"question_id": range(6), "kind": ["disease"] * 6, "decoder": ["dp_rag"] * 6,
+         "epsilon": [5.0] * 6, "sweep": ["main"] * 6, "voters": [np.nan] * 6,
          "frequency": [1, 2, 3, 4, 5, 6], "correct": [0, 0, 0, 1, 1, 1]}
+    )  # fmt: skip
+    # questions 4 and 5 asked again with 10 and 100 voting documents: 0 -> 1 and 1 -> 1
+    voters = pd.DataFrame(
+        {"question_id": [4, 4, 5, 5], "kind": ["disease"] * 4, "decoder": ["dp_rag"] * 4,
+         "epsilon": [5.0] * 4, "sweep": ["voters"] * 4, "voters": [10, 100, 10, 100],
+         "frequency": [5, 5, 6, 6], "correct": [0, 1, 1, 1]}
     )  # fmt: skip
     planted = pd.DataFrame(
         {"decoder": ["rag", "rag", "dp_rag", "dp_rag", "dp_rag", "dp_rag"],
          "epsilon": [np.nan, np.nan, 5.0, 5.0, 20.0, 20.0], "question_id": [0, 1, 0, 1, 0, 1],
          "log_prob": [-1.0, -2.0, -4.0, -6.0, -1.0, -2.0]}
     )  # fmt: skip
-    found = s4.findings({"responses": responses, "planted": planted}, BOOT)
-    accuracy, censor = found
+    frames = {"responses": pd.concat([main, voters]), "planted": planted}
+    accuracy, by_voters, censor = s4.findings(frames, BOOT)
     assert accuracy.fields == {"epsilon": 5.0}
     assert accuracy.estimate.effect == pytest.approx(np.sqrt(13.5 / 17.5))  # ranks with ties
+    gains, fields = s4.voters_gain(frames["responses"])
+    assert sorted(gains) == [0.0, 1.0]
+    assert fields == {"low": 10, "high": 100, "epsilon": 5.0, "documents": 5}
+    assert by_voters.estimate.effect == pytest.approx(0.5)
     differences, epsilon = s4.censoring(planted)
     assert epsilon == 5.0 and list(differences) == [-3.0, -4.0]
     assert censor.estimate.effect == pytest.approx(-3.5)
+
+
+def test_s4_without_a_voters_sweep_is_missing_not_judged():
+    main = pd.DataFrame(
+        {"question_id": [0], "kind": ["disease"], "decoder": ["dp_rag"], "epsilon": [5.0],
+         "sweep": ["main"], "voters": [np.nan], "frequency": [3], "correct": [1]}
+    )  # fmt: skip
+    planted = pd.DataFrame(columns=["decoder", "epsilon", "question_id", "log_prob"])
+    found = s4.findings({"responses": main, "planted": planted}, BOOT)
+    assert found[1].missing == "no voters sweep in this run"
 
 
 def test_per_token_cost_change_skips_short_responses_and_divides_by_length():

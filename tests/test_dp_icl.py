@@ -113,3 +113,22 @@ def test_epsilon_sharpens_towards_the_utility_argmax():
     assert float(probs[0].max() - probs[0].min()) < 0.01  # nearly uniform
     assert probs[2].max() > 0.99 and probs[1].max() < probs[2].max()
     assert math.isclose(float(probs[1].sum()), 1.0, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.3, 4.0])
+def test_utility_is_the_sum_of_the_clipped_scores_and_reads_logits_alike(alpha):
+    """dp_icl_utility sums l_clipped without building it: equal to the definition's sum over
+    the present documents, and the same from the document streams' logits as from their
+    log-probs (l_norm reads differences from the top token)."""
+    generator = torch.Generator().manual_seed(3)
+    logits = 4 * torch.randn(3, 5, 40, generator=generator)
+    logits[..., -2:] = float("-inf")  # a padded vocabulary
+    logprobs = torch.log_softmax(logits, -1)
+    public = torch.log_softmax(torch.randn(3, 40, generator=generator), -1)
+    present = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)
+    clip, theta = 0.3, torch.tensor([0.5, 0.0, 2.0])
+    definition = torch.where(present[:, :, None], clipped_scores(logprobs, alpha, clip), 0).sum(1)
+    expected = torch.where(torch.isfinite(public), theta[:, None] * public + definition, -math.inf)
+    for rows in (logprobs, logits):
+        utility = dp_icl_utility(public, rows, present, alpha, clip, theta)
+        torch.testing.assert_close(utility, expected, atol=1e-5, rtol=0)

@@ -12,17 +12,19 @@ import torch
 from privleak.accounting import composed_epsilon
 from privleak.data.medical import check_units, names_disease
 from privleak.dp_rag import (
+    Ask,
     DPICLSettings,
     dp_icl_forced_logprobs,
     dp_rag_generate,
     forced_logprobs,
     lm_forced_distribution,
-    planted_fact_rows,
     prompt_ids,
     prompt_text,
+    rag_fact_row,
     rag_generate,
     split_budget,
     stream_prompts,
+    token_sensitivity,
 )
 from privleak.errors import PrivleakError
 from privleak.retrieval import cosine_scores, retrieve
@@ -107,16 +109,16 @@ def test_prompt_layouts():
     tokenizer = word_tokenizer(add_bos=True)
     assert prompt_text(tokenizer, "q?", [], "plain") == "Question: q?\nAnswer:"
     one = prompt_text(tokenizer, "q?", ["d1"], "plain")
-    assert one == "Document: d1\n\nQuestion: q?\nAnswer:"
+    assert one == "Question: q?\n\nDocument: d1\nAnswer:"  # the paper's <q, d> order
     several = prompt_text(tokenizer, "q?", ["d1", "d2"], "plain")
-    assert several.startswith("Documents:\n- d1\n- d2\n\n")
+    assert several == "Question: q?\n\nDocuments:\n- d1\n- d2\nAnswer:"
     with pytest.raises(PrivleakError, match="'chat' needs a tokenizer with a chat template"):
         prompt_text(tokenizer, "q?", [], "chat")
     tokenizer.chat_template = CHATML
     chat = prompt_text(tokenizer, "q?", ["d1"], "chat")
     assert chat == (
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-        "Document: d1\n\nQuestion: q?<|im_end|>\n<|im_start|>assistant\n"
+        "Question: q?\n\nDocument: d1<|im_end|>\n<|im_start|>assistant\n"
     )
     # the template writes its own specials: no BOS added on top
     assert prompt_ids(tokenizer, "the cat", [], "chat")[0] != tokenizer.bos_token_id
@@ -135,13 +137,19 @@ def test_settings_reject_bad_mechanism_params():
         DPICLSettings(epsilon=1.0, clip=0.0)
 
 
+def _asks(questions, documents, keys, settings, prefix=""):
+    return [
+        Ask(key, question, tuple(docs), setting, prefix)
+        for question, docs, key in zip(questions, documents, keys, strict=True)
+        for setting in settings
+    ]
+
+
 def _generate(lm, questions, documents, keys, **kwargs):
     model, tokenizer = lm
     options = {"template": "plain", "max_new_tokens": 6, "seed": 7, **kwargs}
-    (rows,) = dp_rag_generate(
-        model, tokenizer, questions, documents, [DPICLSettings(epsilon=2.0)], keys=keys, **options
-    )
-    return rows
+    asks = _asks(questions, documents, keys, [DPICLSettings(epsilon=2.0)])
+    return dp_rag_generate(model, tokenizer, asks, **options)
 
 
 def test_responses_do_not_depend_on_batching_or_other_questions(lm):
@@ -167,42 +175,45 @@ class PrefillTokens:
 
     def __call__(self, **inputs):
         if inputs["input_ids"].shape[1] > 1:
-            self.tokens += int(inputs["attention_mask"].sum())
+            mask = inputs.get("attention_mask")
+            self.tokens += int(inputs["input_ids"].numel() if mask is None else mask.sum())
         return self.model(**inputs)
 
 
-def test_settings_share_one_prefill_and_keep_their_own_draws(lm):
-    """Two epsilons in one call: each setting's responses equal that setting decoded alone, and
-    the prompts are prefilled once for both (so are they when the budget fits one question's
-    settings but not every question)."""
+def test_asks_of_one_question_share_one_prefill_and_keep_their_own_draws(lm):
+    """Two epsilons and two thetas in one call: each setting's responses equal that setting
+    decoded alone, and a question's streams are prefilled once for all of them, also when the
+    batch budget splits them; asks with a subset of the documents reuse the same rows."""
     model, tokenizer = lm
     documents = [DOCS[:2], DOCS[1:3], DOCS[2:]]
-    settings = [DPICLSettings(epsilon=0.5), DPICLSettings(epsilon=4.0)]
-    options = {"keys": ["a", "b", "c"], "template": "plain", "max_new_tokens": 4, "seed": 3,
-               "answer_prefixes": ["it is", "it is", "it is"]}  # fmt: skip
+    settings = [DPICLSettings(epsilon=0.5), DPICLSettings(epsilon=4.0, theta=0.01)]
+    keys = ["a", "b", "c"]
+    options = {"template": "plain", "max_new_tokens": 4, "seed": 3}
     counted = PrefillTokens(model)
-    alone = [dp_rag_generate(counted, tokenizer, QUESTIONS, documents, [s], **options)[0]
-             for s in settings]  # fmt: skip
+    alone = [dp_rag_generate(counted, tokenizer, _asks(QUESTIONS, documents, keys, [s], "it is"),
+                             **options) for s in settings]  # fmt: skip
     single = counted.tokens // 2
-    for budget in (None, 6):
+    subsets = [Ask(("sub", k), q, tuple(d[:1]), settings[0], "it is")
+               for q, d, k in zip(QUESTIONS, documents, keys, strict=True)]  # fmt: skip
+    for budget in (None, 3):
         counted.tokens = 0
-        together = dp_rag_generate(
-            counted, tokenizer, QUESTIONS, documents, settings, max_batch_streams=budget, **options
-        )
-        assert [[r["tokens"] for r in rows] for rows in together] == [
-            [r["tokens"] for r in rows] for rows in alone
+        asks = _asks(QUESTIONS, documents, keys, settings, "it is") + subsets
+        together = dp_rag_generate(counted, tokenizer, asks, max_batch_streams=budget, **options)
+        assert [r["tokens"] for r in together[:6]] == [
+            r["tokens"] for pair in zip(*alone, strict=True) for r in pair
         ]
         assert counted.tokens == single, budget
     assert [r["tokens"] for r in alone[0]] != [r["tokens"] for r in alone[1]]
 
 
-def test_settings_of_one_call_share_the_mechanism_shape(lm):
+def test_asks_of_one_call_share_alpha_and_clip(lm):
     model, tokenizer = lm
-    with pytest.raises(PrivleakError, match="may differ in epsilon/sensitivity only"):
+    with pytest.raises(PrivleakError, match="share alpha and C"):
         dp_rag_generate(
-            model, tokenizer, QUESTIONS[:1], [DOCS[:1]],
-            [DPICLSettings(epsilon=1.0), DPICLSettings(epsilon=1.0, theta=2.0)],
-            keys=["a"], template="plain", max_new_tokens=2,
+            model, tokenizer,
+            _asks(QUESTIONS[:1], [DOCS[:1]], ["a"],
+                  [DPICLSettings(epsilon=1.0), DPICLSettings(epsilon=1.0, clip=2.0)]),
+            template="plain", max_new_tokens=2,
         )  # fmt: skip
 
 
@@ -225,8 +236,8 @@ def test_decoder_log_probs_equal_the_exact_forced_ones(lm):
     model, tokenizer = lm
     settings = DPICLSettings(epsilon=2.0, alpha=2.0, clip=0.4, theta=0.5)
     for docs in (DOCS[:3], []):
-        ((row,),) = dp_rag_generate(
-            model, tokenizer, ["the cat ran"], [docs], [settings], keys=["x"], template="plain",
+        (row,) = dp_rag_generate(
+            model, tokenizer, [Ask("x", "the cat ran", tuple(docs), settings)], template="plain",
             max_new_tokens=5, min_new_tokens=2, seed=1,
         )  # fmt: skip
         streams = stream_prompts(tokenizer, "the cat ran", docs, "plain")
@@ -260,21 +271,50 @@ def _mix_logprobs(settings: DPICLSettings, streams: torch.Tensor) -> torch.Tenso
     return torch.log_softmax(logits[0], -1)
 
 
+def _peaked(top: int, vocabulary: int) -> torch.Tensor:
+    """A document stream sure of `top`: l_clipped is +C there and -C everywhere else."""
+    return torch.where(torch.arange(vocabulary) == top, 0.96, 0.04 / vocabulary).log()
+
+
+def _largest_shift(before: torch.Tensor, after: torch.Tensor, settings: DPICLSettings) -> float:
+    return float((_mix_logprobs(settings, after) - _mix_logprobs(settings, before)).abs().max())
+
+
+def test_sensitivity_is_c_without_a_cap_and_2c_with_one():
+    assert token_sensitivity(None) == 1
+    assert token_sensitivity(20) == 2
+
+
+def test_adding_a_document_realises_close_to_epsilon_with_the_papers_c():
+    """No cap: neighbours differ by one added document. Hand-built worst case, vocabulary 200,
+    C = 0.3: document A is sure of token 0, the added X of token 1; X adds +C to U(1) and -C to
+    every other token, whose mass dominates the normaliser, so log P(1) rises by
+    eps/2 + ln(Z / Z') = 0.5 + ln(122.35 / 74.85) = 0.99 of eps = 1: within eps, and close."""
+    epsilon, vocabulary = 1.0, 200
+    public = torch.full((vocabulary,), 1 / vocabulary).log()
+    before = torch.stack([public, _peaked(0, vocabulary)])
+    after = torch.stack([public, _peaked(0, vocabulary), _peaked(1, vocabulary)])
+    settings = DPICLSettings(epsilon, clip=0.3, theta=1.0, sensitivity=token_sensitivity(None))
+    shift = _largest_shift(before, after, settings)
+    assert 0.95 * epsilon <= shift <= epsilon + 1e-6, shift
+    twice = DPICLSettings(epsilon, clip=0.3, theta=1.0, sensitivity=2)
+    assert _largest_shift(before, after, twice) <= 0.55 * epsilon  # 2C wastes half the budget
+
+
 def test_a_swap_under_the_cap_needs_sensitivity_2c():
-    """Hand-built worst case, vocabulary 5, C = 0.3, alpha 1 (l_clipped is +C at a
-    document's argmax and -C elsewhere). Documents A and C both favour token 0; the cap swaps C
-    for X (favouring token 1), so U(0) drops by 2C and U(1) rises by 2C while the normaliser
-    shrinks. With the paper's sensitivity C, log P(token 1) rises by 1.30 > epsilon = 1 (by hand:
-    -2.432 -> -1.132); with 2C by 0.565."""
-    epsilon = 1.0
-    public = torch.full((5,), 0.2).log()
-    peaked = lambda top: torch.where(torch.arange(5) == top, 0.96, 0.01).log()  # noqa: E731
-    before = torch.stack([public, peaked(0), peaked(0)])
-    after = torch.stack([public, peaked(0), peaked(1)])
-    for sensitivity, within in ((2, True), (1, False)):
-        settings = DPICLSettings(epsilon, alpha=1.0, clip=0.3, theta=1.0, sensitivity=sensitivity)
-        shift = (_mix_logprobs(settings, after) - _mix_logprobs(settings, before)).abs().max()
-        assert bool(shift <= epsilon + 1e-6) is within, (sensitivity, float(shift))
+    """Cap: an added document X pushes C out of the kept set ({A, C} -> {A, X}). Vocabulary 2,
+    A and C sure of token 0, X of token 1, eps = 10: with 2C, log P(1) rises by
+    eps/2 + ln cosh(eps/2) = 9.31, within eps and close to it; with the paper's C it would rise
+    by about 2 eps."""
+    epsilon, vocabulary = 10.0, 2
+    public = torch.full((vocabulary,), 0.5).log()
+    before = torch.stack([public, _peaked(0, vocabulary), _peaked(0, vocabulary)])
+    after = torch.stack([public, _peaked(0, vocabulary), _peaked(1, vocabulary)])
+    capped = DPICLSettings(epsilon, clip=0.3, theta=1.0, sensitivity=token_sensitivity(2))
+    shift = _largest_shift(before, after, capped)
+    assert 0.9 * epsilon <= shift <= epsilon + 1e-6, shift
+    paper = DPICLSettings(epsilon, clip=0.3, theta=1.0, sensitivity=1)
+    assert _largest_shift(before, after, paper) > 1.5 * epsilon
 
 
 def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
@@ -288,7 +328,9 @@ def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
 
     def distribution(streams):
         # every token of the vocabulary as a one-token continuation
-        settings = DPICLSettings(epsilon=epsilon, alpha=1.0, clip=0.5, theta=1.0)
+        settings = DPICLSettings(
+            epsilon=epsilon, alpha=1.0, clip=0.5, theta=1.0, sensitivity=token_sensitivity(2)
+        )
         return torch.stack([
             dp_icl_forced_logprobs(
                 model, streams, [token], [settings], pad_id=tokenizer.pad_token_id
@@ -300,32 +342,38 @@ def test_each_token_is_epsilon_dp_when_the_cap_swaps_a_document(lm):
     assert 0 < shift <= epsilon + 1e-5
 
 
-def test_planted_fact_rows_score_the_fact_under_each_budget_and_the_rag(lm):
+def test_a_forced_target_reads_the_decoders_prefill(lm):
+    """An ask's forced target gets the exact log-probs `dp_icl_forced_logprobs` computes alone,
+    for each of its settings, and the non-private RAG row scores the fact in its one prompt."""
     model, tokenizer = lm
-    documents = {"d0": DOCS[0], "d1": DOCS[1], "d2": DOCS[2]}
-    question = {"question_id": "q1", "question": "the cat ran", "fact": "a mat",
-                "answer_prefix": "it is", "chosen": ["d0", "d2"], "rag": ["d1"]}  # fmt: skip
-    budgets = [split_budget(e, 1e-5, 0.1, 4) for e in (1.0, 8.0)]
-    settings = [DPICLSettings(spent.token_epsilon, clip=0.4) for spent in budgets]
-    rows = planted_fact_rows(
-        model, tokenizer, question, documents, settings, budgets, template="plain",
-        blocked_steps=1,
-    )  # fmt: skip
     fact = tokenizer("a mat", add_special_tokens=False)["input_ids"]
+    settings = [DPICLSettings(e, clip=0.4) for e in (1.0, 8.0)]
+    asks = [Ask("q1", "the cat ran", (DOCS[0], DOCS[2]), s, "it is", tuple(fact)) for s in settings]
+    rows = dp_rag_generate(model, tokenizer, asks, template="plain", max_new_tokens=3,
+                           min_new_tokens=1)  # fmt: skip
+    streams = stream_prompts(tokenizer, "the cat ran", [DOCS[0], DOCS[2]], "plain", "it is")
     keywords = dict(pad_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                     blocked_steps=1)  # fmt: skip
-    streams = stream_prompts(tokenizer, "the cat ran", [DOCS[0], DOCS[2]], "plain", "it is")
-    dp = dp_icl_forced_logprobs(model, streams, fact, settings, **keywords)
-    rag = prompt_ids(tokenizer, "the cat ran", [DOCS[1]], "plain", "it is")
-    distribution = lm_forced_distribution(model, rag, fact, **keywords)
-    assert [(r["decoder"], r["epsilon"]) for r in rows] == [
-        ("dp_rag", budgets[0].epsilon), ("dp_rag", budgets[1].epsilon), ("rag", math.inf),
-    ]  # fmt: skip
-    assert [r["log_prob"] for r in rows[:2]] == [float(row.sum()) for row in dp]
-    assert rows[2]["log_prob"] == float(distribution[range(len(fact)), fact].sum())
-    assert rows[2]["greedy_emits"] == (distribution.argmax(-1).tolist() == fact)
-    assert rows[0]["greedy_emits"] is None
-    assert all(r["question_id"] == "q1" and r["fact_tokens"] == len(fact) for r in rows)
-    assert list(rows[0]) == [
-        "question_id", "fact_tokens", "decoder", "epsilon", "log_prob", "greedy_emits"
-    ]  # fmt: skip
+    alone = dp_icl_forced_logprobs(model, streams, fact, settings, **keywords)
+    scored_only = [Ask("q1", a.question, a.documents, a.setting, a.answer_prefix, a.forced,
+                       sample=False) for a in asks]  # fmt: skip
+    unsampled = dp_rag_generate(model, tokenizer, scored_only, template="plain", max_new_tokens=3,
+                                min_new_tokens=1)  # fmt: skip
+    assert [sorted(r) for r in unsampled] == [["documents", "forced_logprobs", "public_only"]] * 2
+    assert [r["forced_logprobs"] for r in unsampled] == [r["forced_logprobs"] for r in rows]
+    with pytest.raises(PrivleakError, match="draws no response needs forced"):
+        dp_rag_generate(model, tokenizer, [Ask("x", "q", (), settings[0], sample=False)],
+                        template="plain", max_new_tokens=1)  # fmt: skip
+    for row, expected in zip(rows, alone, strict=True):
+        torch.testing.assert_close(torch.tensor(row["forced_logprobs"]), expected, atol=1e-5,
+                                   rtol=0)  # fmt: skip
+    question = {"question_id": "q1", "question": "the cat ran", "fact": "a mat",
+                "answer_prefix": "it is", "rag": ["d1"]}  # fmt: skip
+    rag = rag_fact_row(model, tokenizer, question, {"d1": DOCS[1]}, template="plain",
+                       blocked_steps=1)  # fmt: skip
+    prompt = prompt_ids(tokenizer, "the cat ran", [DOCS[1]], "plain", "it is")
+    distribution = lm_forced_distribution(model, prompt, fact, **keywords)
+    assert rag == {"question_id": "q1", "fact_tokens": len(fact), "decoder": "rag",
+                   "epsilon": math.inf,
+                   "log_prob": float(distribution[range(len(fact)), fact].sum()),
+                   "greedy_emits": distribution.argmax(-1).tolist() == fact}  # fmt: skip

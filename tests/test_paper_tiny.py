@@ -38,7 +38,7 @@ import yaml
 from tokenizers import processors
 
 from privleak.data.dialogs import PUBLIC_DOMAINS
-from privleak.data.medical import document_text
+from privleak.data.medical import document_text, symptom_question
 from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
 from privleak.metrics import sequence as seq
@@ -84,7 +84,10 @@ SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["s
     "sequences"
 ].removeprefix("file:")
 PADDED_ROWS = 8
-S4_DOCUMENTS, S4_RARE_DETAILS, S4_MAX_RETRIEVE = 24, 3, 3
+# S4 reads a tiny `file:` export shaped like the published corpus (sarus-tech/
+# medical_dirichlet_phi3's columns) through the paper profile's own `fields` mapping.
+S4_PATIENTS, S4_DISEASES = 24, 4
+S4_EXPORT = "data/external/corpora/medical_dirichlet_phi3_tiny.jsonl"
 # S2: each hub-like corpus holds S2_ROWS rows, of which the slot keeps the first S2_DOCUMENTS.
 S2_ROWS, S2_DOCUMENTS, S2_PROMPTS = 10, 8, 3
 S2_CORPORA = {"healthcaremagic": "ChatDoctor-HealthCareMagic-100k",
@@ -272,11 +275,14 @@ def _paper_params(
     s0["family"] |= {"examples": 1, "context_tokens": 48, "max_new_tokens": 8, "n": 16}
     s4 = params["s4"]["paper"]
     s4["lm"] = chat_lm
-    s4["corpus"]["n"] = S4_DOCUMENTS
-    s4["corpus"]["options"] |= {"diseases": 4, "rare_details": S4_RARE_DETAILS}
-    s4["retrieval"] |= {"k": 3, "max_retrieve": S4_MAX_RETRIEVE}
-    # Twice one question's streams, as the paper profile's 202 = 2 * (1 + 100).
+    s4["corpus"] |= {"source": f"file:{S4_EXPORT}", "revision": None}  # the `fields` are kept
     s4["generation"] |= {"max_new_tokens": 4, "max_batch_streams": 8, "rag_k": 2}
+    s4["sweeps"] |= {
+        "voters": [2, 4],
+        "voters_min_documents": 5,
+        "thetas": [0.0],
+        "thetas_min_documents": 5,
+    }
     s4["densities"] |= {"documents": 10, "draws": 200}
     s2 = params["s2"]["paper"]
     s2 |= {"lm": lms["opt"], "evaluator": lms["opt"], "embedder": "all-minilm-l6-v2"}
@@ -293,6 +299,31 @@ def _paper_params(
     s2["esp"] |= {"prompts": 2, "draws": 2}
     s2["accounting"]["lengths"] = [2, 4]
     return params
+
+
+def _published_like_s4_export(root: Path) -> None:
+    """The published corpus's columns (its data.py rows): patient_id, patient_name,
+    patient_request, doctor_response, symptom (a list, the disease's), disease, treatment; no
+    `question` (derived from the symptoms) and no planted facts."""
+    options = {"diseases": S4_DISEASES, "concentration": 1.0, "rare_details": 0}
+    records, _ = generate("medical_dirichlet", S4_PATIENTS, 7, options)
+    lead, end = "I am experiencing the following symptoms: ", ". What is my disease?"
+    rows = []
+    for index, record in enumerate(records):
+        symptoms = record["question"].removeprefix(lead).removesuffix(end).split(", ")
+        assert symptom_question(symptoms) == record["question"]
+        rows.append(
+            {
+                "patient_id": index,
+                "patient_name": record["patient"],
+                "patient_request": record["request"],
+                "doctor_response": record["response"],
+                "symptom": symptoms,
+                "disease": record["disease"],
+                "treatment": "rest",
+            }
+        )
+    write_jsonl(rows, root / S4_EXPORT)
 
 
 def _run_stage(root: Path, stage: str) -> None:
@@ -313,6 +344,7 @@ def paper_root(tmp_path_factory) -> Path:
     shutil.copytree(REPO / "notebooks", root / "notebooks")
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     texts = _sequence_file(root)
+    _published_like_s4_export(root)
     hub = _hub_like_datasets(root)
     texts += [r["article"] for r in generate("cnn_dm", 8, 7, {"min_words": 120})[0]]
     s2_hub, s2_texts = _hub_like_s2_corpora(root)
@@ -415,40 +447,38 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     assert len(perplexity) == 4 and perplexity["ci_low"].map(math.isfinite).all()
 
 
-def test_s4_answers_every_question_with_both_decoders_at_every_epsilon(paper_root):
+def test_s4_asks_every_patient_with_both_decoders_at_every_epsilon(paper_root):
     s4 = paper_root / "data" / "interim" / "s4"
     questions = pd.read_parquet(s4 / "retrieve" / "questions.parquet")
-    assert (questions["kind"] == "planted").sum() == S4_RARE_DETAILS
-    assert questions.loc[questions["kind"] == "disease", "frequency"].sum() == S4_DOCUMENTS
-    kept = questions["chosen"].map(len)
-    assert (kept <= S4_MAX_RETRIEVE).all() and (kept <= questions["above"]).all()
+    assert len(questions) == S4_PATIENTS and (questions["kind"] == "disease").all()
+    assert questions["question"].str.startswith("I am experiencing the following symptoms: ").all()
+    assert (questions["chosen"].map(len) == questions["above"]).all()  # no cap: all above tau
     assert (questions["rag"].map(len) == 2).all()
     responses = pd.read_parquet(s4 / "generate" / "responses.parquet")
     epsilons = yaml.safe_load((paper_root / "params.yaml").read_text())["s4"]["paper"]["budget"][
         "epsilons"
     ]
-    runs = responses.groupby(["decoder", "epsilon"])["question_id"].agg(sorted)
+    main = responses[responses["sweep"] == "main"]
+    runs = main.groupby(["decoder", "epsilon"])["question_id"].agg(sorted)
     assert set(runs.index) == {("dp_rag", e) for e in epsilons} | {("rag", float("inf"))}
     assert all(ids == sorted(questions["question_id"]) for ids in runs)
-    dp_rag = responses[responses["decoder"] == "dp_rag"].merge(
+    dp_rag = main[main["decoder"] == "dp_rag"].merge(
         questions[["question_id", "chosen"]], on="question_id"
     )
     assert (dp_rag["documents"] == dp_rag["chosen"].map(len)).all()
     assert (dp_rag["public_only"] == (dp_rag["documents"] == 0)).all()
     assert responses["new_tokens"].between(1, 4).all()
+    swept = responses[responses["sweep"] == "voters"]
+    assert set(swept["voters"]) == {2, 4} and (swept["frequency"] >= 5).all()
 
 
-def test_s4_every_planted_fact_has_a_finite_log_prob_under_both_decoders(paper_root):
+def test_s4_published_export_plants_no_facts(paper_root):
     planted = pd.read_parquet(
         paper_root / "data" / "interim" / "s4" / "generate" / "planted.parquet"
     )
-    assert planted["question_id"].nunique() == S4_RARE_DETAILS
-    assert set(planted.groupby("question_id")["decoder"].agg(frozenset)) == {
-        frozenset({"dp_rag", "rag"})
-    }
-    assert len(planted) == S4_RARE_DETAILS * 3  # two epsilons and the non-private RAG
-    assert planted["log_prob"].map(math.isfinite).all() and (planted["log_prob"] <= 0).all()
-    assert (planted["fact_tokens"] >= 1).all()
+    assert planted.empty
+    claims = pd.read_csv(paper_root / "figures" / "claims" / "claims.csv", index_col="id")
+    assert claims.loc["s4.censors_individual_knowledge", "verdict"] == "inconclusive"
 
 
 def _s2_params(root: Path) -> dict:

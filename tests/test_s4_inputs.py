@@ -56,11 +56,17 @@ PARAM_CASES = {
         "budget", "retrieval_epsilon", 10.0,
         "budget.retrieval_epsilon = 10.0: must be < every epsilon (smallest 5.0)",
     ),
-    "streams_below_one_plus_max_retrieve": (
-        "generation", "max_batch_streams", 20,
-        "generation.max_batch_streams = 20: must be >= 1 + retrieval.max_retrieve (21): one "
+    "cap_above_the_streams_of_a_batch": (
+        "retrieval", "max_retrieve", 500,
+        "generation.max_batch_streams = 200: must be >= 1 + retrieval.max_retrieve (501): one "
         "question's public and document streams decode together",
     ),
+    "no_patient_per_bucket": ("questions", "per_bucket", 0,
+                              "questions.per_bucket = 0: must be null or an integer >= 1"),
+    "zero_voters": ("sweeps", "voters", [0, 10],
+                    "sweeps.voters[0] = 0: must be an integer >= 1"),
+    "negative_theta": ("sweeps", "thetas", [-0.1],
+                       "sweeps.thetas[0] = -0.1: must be a finite number >= 0"),
     "unknown_template": ("generation", "template", "xml",
                          "generation.template = 'xml': must be one of chat, plain"),
     "unknown_utility": ("retrieval", "utility", "top_j",
@@ -174,6 +180,40 @@ def test_a_corpus_without_one_document_per_unit_stops_s4_retrieve(project, case)
     assert [p.name for p in written.iterdir()] == ["placeholder.txt"]
 
 
+PUBLISHED_FIELDS = {"id": "patient_id", "unit": "patient_id", "disease": "disease",
+                    "request": "patient_request", "response": "doctor_response",
+                    "symptoms": "symptom"}  # fmt: skip
+PUBLISHED_CASES = {
+    "a_mapped_column_missing": (
+        {"patient_id": 0, "patient_request": "I feel odd.", "symptom": ["Bloating"],
+         "disease": "Flumplenaxism"},
+        "field 'response' maps to column 'doctor_response', which record 0 of "
+        "'file:data/external/corpora/medical.jsonl' lacks",
+    ),
+    "no_question_and_no_symptoms": (
+        {"patient_id": 0, "patient_request": "I feel odd.", "doctor_response": "Flumplenaxism.",
+         "symptom": [], "disease": "Flumplenaxism"},
+        "record 0 (id '0') has no 'question' and no 'symptoms' list to derive it from",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PUBLISHED_CASES.values(), ids=PUBLISHED_CASES.keys())
+def test_a_published_like_export_with_a_gap_stops_s4_retrieve(project, case):  # noqa: F811
+    row, message = case
+    corpus = project.root / CORPUS_FILE
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    corpus.write_text(json.dumps(row) + "\n")
+    spec = {"source": f"file:{CORPUS_FILE}", "fields": PUBLISHED_FIELDS}
+    project.write_params(_edit("s4.smoke", "corpus", spec))
+    try:
+        line = _one_error_line(project.run("privleak.pipeline.stage", "s4_retrieve"))
+    finally:
+        corpus.unlink()
+    assert "stage 's4_retrieve' failed: PrivleakError: " in line and message in line, line
+    _untouched(project)
+
+
 @pytest.fixture(scope="module")
 def public_only_run(tmp_path_factory) -> Path:
     """s4_retrieve and s4_generate (profile smoke, a tiny LM) on a `file:` corpus of 12 patient
@@ -213,7 +253,7 @@ def test_no_document_above_the_threshold_is_answered_from_the_public_stream(publ
     assert said in executed
     assert "no planted rare details in this corpus" in executed
     responses = pd.read_parquet(public_only_run / "data/interim/s4/generate/responses.parquet")
-    dp_rag = responses[responses["decoder"] == "dp_rag"]
+    dp_rag = responses[(responses["decoder"] == "dp_rag") & (responses["sweep"] == "main")]
     assert len(dp_rag) == 2 * len(questions)  # both epsilons
     assert dp_rag["public_only"].all() and (dp_rag["documents"] == 0).all()
     assert (responses.loc[responses["decoder"] == "rag", "documents"] == 1).all()

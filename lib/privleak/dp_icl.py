@@ -50,23 +50,37 @@ def dp_icl_utility(
     present: torch.Tensor,
     alpha: float,
     clip: float,
-    theta: float,
+    theta: float | torch.Tensor,
 ) -> torch.Tensor:
     """[g, V] U = theta * public_logprobs [g, V] + the sum of l_clipped over the documents
-    [g, k, V] whose `present` [g, k] flag is set (absent slots pad groups with fewer documents)."""
-    clipped = clipped_scores(document_logprobs, alpha, clip)
-    documents = torch.where(present[:, :, None], clipped, 0.0).sum(1)
-    public = theta * public_logprobs if theta else torch.zeros_like(public_logprobs)
+    [g, k, V] whose `present` [g, k] flag is set (absent slots pad groups with fewer documents).
+    theta: one weight, or one per group [g]. The documents' rows may be log-probs or logits:
+    l_norm reads only their differences from the top token.
+
+    `clipped_scores` summed, without building it: l_norm's largest value is 0 (the top token), so
+    l_centered = l_norm - min/2 and its largest magnitude is |min|/2; each document's clipped row
+    is then one scale times (l_norm - min/2), and the sum over documents one batched product."""
+    shifted = document_logprobs - document_logprobs.amax(-1, keepdim=True)
+    norm = torch.expm1(shifted if alpha == 1 else alpha * shifted)  # alpha * l_norm
+    low = norm.amin(-1)  # [g, k] alpha * min l_norm
+    scale = torch.clamp(clip / (low.abs() / (2 * alpha)), max=1.0) / alpha * present
+    documents = torch.bmm(scale[:, None, :], norm)[:, 0] - (scale * low).sum(1, keepdim=True) / 2
+    theta = torch.as_tensor(theta, dtype=public_logprobs.dtype, device=public_logprobs.device)
+    # theta = 0 must not turn a -inf log-prob into NaN: the public term is then exactly 0
+    weighted = theta.reshape(-1, 1) * public_logprobs
+    public = torch.where(theta.reshape(-1, 1) == 0, 0.0, weighted)
     return torch.where(torch.isfinite(public_logprobs), public + documents, float("-inf"))
 
 
 @dataclass
 class DPICLMix:
     """The decoder's `mix` for DP-ICL: stream log-probs [g, 1 + k, V] (public stream first, then k
-    document slots) -> logits epsilon * U / (2C) [g, V], sampled as they are (no transforms).
+    document slots, which may hold logits instead) -> logits epsilon * U / (2C) [g, V], sampled
+    as they are (no transforms).
 
     documents: how many of the k slots each group fills (one value, or one per group);
-    epsilon: the per-token budget (one value, or one per group).
+    epsilon: the per-token budget (one value, or one per group);
+    theta: the public stream's weight (one value, or one per group).
     Records per step: documents [g] (the slots that counted). Call `check_slots` with the stream
     count before decoding: the mix itself never syncs with the device to check it."""
 
@@ -74,11 +88,13 @@ class DPICLMix:
     epsilon: Sequence[float] | float
     alpha: float = 1.0
     clip: float = 1.0
-    theta: float = 1.0
+    theta: Sequence[float] | float = 1.0
 
     def __post_init__(self) -> None:
-        check_dp_icl(self.alpha, self.clip, self.theta)
         documents, epsilons = one_or_per_group(self.documents), one_or_per_group(self.epsilon)
+        thetas = one_or_per_group(self.theta)
+        for theta in thetas:
+            check_dp_icl(self.alpha, self.clip, theta)
         for count in documents:
             require(count >= 0, f"a group's document count must be >= 0, got {count}")
         for value in epsilons:
@@ -87,6 +103,7 @@ class DPICLMix:
             {
                 "documents": torch.tensor(documents),
                 "epsilons": torch.tensor(epsilons, dtype=torch.float32),
+                "thetas": torch.tensor(thetas, dtype=torch.float32),
             }
         )
 
@@ -99,13 +116,9 @@ class DPICLMix:
         slots = stream_logprobs.shape[1] - 1
         documents = self._settings.rows("documents", groups)
         present = torch.arange(slots, device=groups.device)[None, :] < documents[:, None]
+        thetas = self._settings.rows("thetas", groups)
         utility = dp_icl_utility(
-            stream_logprobs[:, 0],
-            stream_logprobs[:, 1:],
-            present,
-            self.alpha,
-            self.clip,
-            self.theta,
+            stream_logprobs[:, 0], stream_logprobs[:, 1:], present, self.alpha, self.clip, thetas
         )
         epsilons = self._settings.rows("epsilons", groups)
         return epsilons[:, None] * utility / (2 * self.clip), {"documents": documents}

@@ -6,17 +6,17 @@ The mechanisms live in `retrieval` (exact scores, the DP threshold and the docum
 - `split_budget`: a response's (epsilon, delta) split into the threshold's epsilon and a per-token
   epsilon, composed with `dp_accounting`;
 - `dp_rag_generate`: one public stream (the question alone) + one stream per retrieved document,
-  one batched cached decode with the DP-ICL mix; `rag_generate`: the ordinary, non-private RAG
-  (every retrieved document in one prompt), the epsilon = inf baseline;
+  decoded with the DP-ICL mix from one forked prefill per question (`dp_icl_decode`);
+  `rag_generate`: the ordinary, non-private RAG (every retrieved document in one prompt), the
+  epsilon = inf baseline;
 - `forced_logprobs` / `dp_icl_forced_logprobs`: the exact per-token log-probability of a forced
   continuation under the plain LM and under the DP-ICL decoder (the planted-fact measurement).
 
-Sensitivity under a cap. The paper's token mechanism P(r) ∝ exp(eps * U(r) / (2C)) has sensitivity
-C when the retrieved set is every document above the threshold: adding one document adds one
-clipped term. Memory is bounded by `max_retrieve`, though, and with a cap an added document can
-enter the top `max_retrieve` and push another one out, moving U by up to 2C. `dp_rag_generate`
-therefore samples with sensitivity 2C (`CAPPED_SENSITIVITY` x C), so every token is
-eps-DP whatever the corpus; the paper's C alone would silently double the real per-token loss.
+Sensitivity. The paper's token mechanism P(r) ∝ exp(eps * U(r) / (2C)) has sensitivity C when the
+retrieved set is every document above the threshold: adding one document adds one clipped term
+(`max_retrieve` None, the paper's law). With a cap, an added document can enter the top
+`max_retrieve` and push another one out, moving U by up to 2C, so a capped retrieval samples with
+sensitivity 2C (`token_sensitivity`): every token is eps-DP whatever the corpus.
 """
 
 from __future__ import annotations
@@ -28,9 +28,15 @@ from dataclasses import dataclass
 import torch
 
 from privleak.accounting import check_delta, check_epsilon, composed_epsilon, per_step_epsilon
-from privleak.batching import pad_rows, position_ids
+from privleak.batching import ForwardCounter, pad_rows, position_ids, through_cache
 from privleak.decoding import decode, greedy
 from privleak.dp_icl import DPICLMix, check_dp_icl, dp_icl_utility
+from privleak.dp_icl_decode import (
+    decode_forked,
+    forced_forked,
+    prefill_forked,
+    shared_head,
+)
 from privleak.errors import require
 from privleak.models import real_logits
 
@@ -83,12 +89,14 @@ SYSTEM = "You are a helpful assistant."
 
 
 def _body(question: str, documents: Sequence[str]) -> str:
+    """The question, then its document(s): the paper's <q, d>_RAG order, which also makes the
+    template and question one prefix shared by all of a question's DP-ICL streams."""
     if not documents:
         return f"Question: {question}"
     if len(documents) == 1:
-        return f"Document: {documents[0]}\n\nQuestion: {question}"
+        return f"Question: {question}\n\nDocument: {documents[0]}"
     listed = "\n".join(f"- {document}" for document in documents)
-    return f"Documents:\n{listed}\n\nQuestion: {question}"
+    return f"Question: {question}\n\nDocuments:\n{listed}"
 
 
 def prompt_text(
@@ -134,16 +142,25 @@ def stream_prompts(
 # ---------------------------------------------------------------- generation
 
 
+def token_sensitivity(max_retrieve: int | None) -> int:
+    """U's sensitivity in units of C for a retrieval that keeps every document above the DP
+    threshold (`max_retrieve` None: one added document adds one clipped term, the paper's C) or at
+    most `max_retrieve` of them (an added document can push a kept one out: 2C). The choice is
+    made per configuration, never per question: whether a cap binds depends on the data, and two
+    neighbouring corpora on either side of it would be sampled at different temperatures."""
+    return 1 if max_retrieve is None else CAPPED_SENSITIVITY
+
+
 @dataclass(frozen=True)
 class DPICLSettings:
     """The token mechanism: per-token epsilon, l_norm's alpha, clipping C, the public weight
-    theta and U's sensitivity in units of C (`CAPPED_SENSITIVITY` under a max_retrieve cap)."""
+    theta and U's sensitivity in units of C (`token_sensitivity`; 1 is the paper's law)."""
 
     epsilon: float
     alpha: float = 1.0
     clip: float = 1.0
     theta: float = 1.0
-    sensitivity: float = CAPPED_SENSITIVITY
+    sensitivity: float = 1
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon, "DP-ICL epsilon per token")
@@ -151,97 +168,163 @@ class DPICLSettings:
         require(self.sensitivity >= 1, f"sensitivity (x C) must be >= 1, got {self.sensitivity}")
 
     def mix(self, documents: int) -> DPICLMix:
-        return _mix([self], documents, 1)
+        return _mix([self], [documents])
 
     def key(self) -> tuple:
         return (self.epsilon, self.alpha, self.clip, self.theta, self.sensitivity)
 
 
-def _rows(decoded, order: Sequence[int], tokenizer) -> list[dict]:
-    return [
-        {
-            "tokens": tokens,
-            "text": tokenizer.decode(tokens, skip_special_tokens=True),
-            "sample_logprobs": decoded.sample_logprobs[g, : len(tokens)].tolist(),
-        }
-        for g, tokens in zip(order, decoded.token_lists(), strict=True)
+@dataclass(frozen=True)
+class Ask:
+    """One DP-RAG request: a question answered from its retrieved documents under one setting.
+    Its draws depend only on (seed, key, setting), never on the other requests of a call. With a
+    `forced` target, its row also holds the target's exact per-token log-probs under the
+    decoder, read from the same prefill (`dp_icl_forced_logprobs` computes them alone)."""
+
+    key: Hashable
+    question: str
+    documents: tuple[str, ...]
+    setting: DPICLSettings
+    answer_prefix: str = ""
+    forced: tuple[int, ...] = ()  # a target whose exact log-probs the row also reports
+    sample: bool = True  # False: only score `forced`, draw no response
+
+
+def _mix(settings: Sequence[DPICLSettings], documents: Sequence[int]) -> DPICLMix:
+    """One DPICLMix for groups with these settings and document counts. exp(eps * U / (2 *
+    sensitivity * C)): DPICLMix scales by 2C, so each setting's eps shrinks instead."""
+    first = settings[0]
+    return DPICLMix(
+        list(documents),
+        [s.epsilon / s.sensitivity for s in settings],
+        first.alpha,
+        first.clip,
+        [s.theta for s in settings],
+    )
+
+
+def _slot_bins(counts: Sequence[int], waste: float = 0.25) -> list[list[int]]:
+    """Indices of groups (most documents first) in bins whose padding to the bin's largest
+    document count stays within `waste` of their real streams."""
+    order = sorted(range(len(counts)), key=lambda i: -counts[i])
+    bins: list[list[int]] = []
+    for i in order:
+        if bins:
+            top = counts[bins[-1][0]] + 1
+            real = sum(counts[j] + 1 for j in bins[-1]) + counts[i] + 1
+            if top * (len(bins[-1]) + 1) <= (1 + waste) * real:
+                bins[-1].append(i)
+                continue
+        bins.append([i])
+    return bins
+
+
+def _question_rows(model, tokenizer, asks, template, options, counter, batch_rows) -> list[dict]:
+    """Every ask of one question, decoded from one forked prefill of its distinct streams."""
+    streams = [
+        stream_prompts(tokenizer, a.question, a.documents, template, a.answer_prefix) for a in asks
     ]
+    distinct = list(dict.fromkeys(tuple(row) for rows in streams for row in rows))
+    head = shared_head(distinct)
+    forked = prefill_forked(model, distinct[0][:head], [r[head:] for r in distinct],
+                            tokenizer.pad_token_id, counter, batch_rows=batch_rows)  # fmt: skip
+    index = {row: i for i, row in enumerate(distinct)}
+    out: list[dict] = [
+        {"documents": len(a.documents), "public_only": not a.documents} for a in asks
+    ]
+    drawn = [i for i, a in enumerate(asks) if a.sample]
+    for packed in _slot_bins([len(asks[i].documents) for i in drawn]):
+        members = [drawn[j] for j in packed]
+        slots = 1 + len(asks[members[0]].documents)
+        public = [index[tuple(streams[i][0])] for i in members]
+        rows = [
+            [index[tuple(row)] for row in streams[i]] + [p] * (slots - len(streams[i]))
+            for i, p in zip(members, public, strict=True)
+        ]  # absent slots repeat the public row; the mix does not count them
+        decoded = decode_forked(
+            model, forked, rows,
+            _mix([asks[i].setting for i in members], [len(asks[i].documents) for i in members]),
+            keys=[(asks[i].key, asks[i].setting.key()) for i in members],
+            counter=counter, **options,
+        )  # fmt: skip
+        for g, (i, tokens) in enumerate(zip(members, decoded.token_lists(), strict=True)):
+            out[i] |= {
+                "tokens": tokens,
+                "text": tokenizer.decode(tokens, skip_special_tokens=True),
+                "sample_logprobs": decoded.sample_logprobs[g, : len(tokens)].tolist(),
+                "public_logprobs": decoded.public_logprobs[g, : len(tokens)].tolist(),
+            }
+    forced: dict[tuple, torch.Tensor] = {}  # one teacher-forced forward per (streams, target)
+    for i, ask in enumerate(asks):
+        if ask.forced:
+            rows = tuple(index[tuple(row)] for row in streams[i])
+            if (rows, ask.forced) not in forced:
+                forced[rows, ask.forced] = forced_forked(
+                    model, forked, rows, ask.forced, tokenizer.pad_token_id
+                )
+            out[i]["forced_logprobs"] = _target_logprobs(
+                forced[rows, ask.forced], ask.forced, ask.setting,
+                options["eos_token_id"], options["min_new_tokens"],
+            ).tolist()  # fmt: skip
+    return out
 
 
 def dp_rag_generate(
     model,
     tokenizer,
-    questions: Sequence[str],
-    documents: Sequence[Sequence[str]],
-    settings: Sequence[DPICLSettings],
+    asks: Sequence[Ask],
     *,
-    keys: Sequence[Hashable],
     template: str,
     max_new_tokens: int,
     min_new_tokens: int = 0,
-    answer_prefixes: Sequence[str] | None = None,
     seed: int = 0,
     max_batch_streams: int | None = None,
     cache=None,
-) -> list[list[dict]]:
-    """DP-ICL responses [settings][question]: {tokens, text, sample_logprobs, documents,
-    public_only}. Question i's streams are its public prompt and one prompt per documents[i]
-    (each opening the answer with answer_prefixes[i], default none); a question with no
-    documents is answered from the public stream alone (public_only). Questions with the same
-    document count decode together (one group = 1 + k streams, one batched cached forward per
-    step), every setting of a question beside the others, so their identical prompts are
-    prefilled once whenever the batch budget holds them all. Question i's draws under a setting
-    depend only on (seed, keys[i], that setting), never on batching or the other questions.
-    The settings may differ in epsilon and sensitivity only (one mix serves them)."""
-    prefixes = [""] * len(questions) if answer_prefixes is None else list(answer_prefixes)
-    require(
-        len(questions) == len(documents) == len(keys) == len(prefixes),
-        "give one document list, key and answer prefix per question",
-    )
-    require(len(questions) >= 1, "dp_rag_generate needs at least one question")
-    require(len(settings) >= 1, "dp_rag_generate needs at least one DPICLSettings")
-    shape = {(s.alpha, s.clip, s.theta) for s in settings}
-    require(len(shape) == 1, "DPICLSettings of one call may differ in epsilon/sensitivity only")
-    by_count: dict[int, list[int]] = {}
-    for i, docs in enumerate(documents):
-        by_count.setdefault(len(docs), []).append(i)
-    rows: list[list[dict | None]] = [[None] * len(questions) for _ in settings]
-    for count, members in sorted(by_count.items()):
-        family = (1 + count) * len(settings)  # one question's streams under every setting
-        budget = max_batch_streams
-        if budget is not None and budget >= family:
-            budget -= budget % family  # a batch never splits a question's settings
-        prompts = []
-        for i in members:
-            streams = stream_prompts(tokenizer, questions[i], documents[i], template, prefixes[i])
-            prompts += [ids for _ in settings for ids in streams]
-        decoded = decode(
-            model,
-            prompts,
-            max_new_tokens=max_new_tokens,
-            streams_per_group=1 + count,
-            mix=_mix(settings, count, len(members)),
-            seed=seed,
-            group_keys=[(keys[i], s.key()) for i in members for s in settings],
-            eos_token_id=tokenizer.eos_token_id,
-            min_new_tokens=min_new_tokens,
-            pad_id=tokenizer.pad_token_id,
-            max_batch_streams=budget,
-            cache=cache,
+    counter: ForwardCounter | None = None,
+    batch_rows: int = 64,
+) -> list[dict]:
+    """DP-ICL responses, one row per ask: {tokens, text, sample_logprobs, public_logprobs (each
+    token's log-prob under the public stream: the LM given the question alone), documents,
+    public_only}, and forced_logprobs for an ask with a forced target (an ask with sample False
+    gets documents, public_only and forced_logprobs only).
+
+    An ask's streams are its public prompt and one prompt per document, the question before the
+    document; an ask with no documents is answered from the public stream alone (public_only).
+    The asks of one question share one prefill (`prefill_forked`): its head once, each distinct
+    document stream once, whatever the settings, keys and document subsets; with a `cache` each
+    question is one checkpoint unit. Asks may differ in epsilon, sensitivity and theta; alpha
+    and C are one per call (one mix)."""
+    require(len(asks) >= 1, "dp_rag_generate needs at least one ask")
+    require(all(a.sample or a.forced for a in asks), "an ask that draws no response needs forced")
+    shape = {(a.setting.alpha, a.setting.clip) for a in asks}
+    require(len(shape) == 1, "the asks of one call share alpha and C (one DP-ICL mix)")
+    group_keys = [repr((a.key, a.setting.key())) for a in asks]
+    require(len(set(group_keys)) == len(asks), "two asks share a key and a setting")
+    _check_template(template)
+    counter = counter if counter is not None else ForwardCounter()
+    options = {"seed": seed, "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
+               "eos_token_id": tokenizer.eos_token_id, "pad_id": tokenizer.pad_token_id,
+               "max_batch_streams": max_batch_streams}  # fmt: skip
+    by_question: dict[str, list[int]] = {}
+    for i, ask in enumerate(asks):
+        by_question.setdefault(ask.question, []).append(i)
+    rows: list[dict | None] = [None] * len(asks)
+    for question, members in by_question.items():
+        part = [asks[i] for i in members]
+        answered = through_cache(
+            cache,
+            lambda part=part: _question_rows(
+                model, tokenizer, part, template, options, counter, batch_rows
+            ),  # fmt: skip
+            "dp_icl question",
+            question,
+            [(a.key, a.documents, a.setting.key(), a.answer_prefix) for a in part],
+            template,
+            sorted(options.items()),
         )
-        answers = iter(_rows(decoded, range(len(members) * len(settings)), tokenizer))
-        for i in members:
-            for per_setting in rows:
-                per_setting[i] = {**next(answers), "documents": count, "public_only": count == 0}
+        for i, row in zip(members, answered, strict=True):
+            rows[i] = row
     return rows
-
-
-def _mix(settings: Sequence[DPICLSettings], documents: int, questions: int) -> DPICLMix:
-    """One DPICLMix for groups ordered question-major, setting-minor. exp(eps * U / (2 *
-    sensitivity * C)): DPICLMix scales by 2C, so each setting's eps shrinks instead."""
-    first = settings[0]
-    epsilons = [s.epsilon / s.sensitivity for s in settings] * questions
-    return DPICLMix(documents, epsilons, first.alpha, first.clip, first.theta)
 
 
 def rag_generate(
@@ -282,8 +365,15 @@ def rag_generate(
         max_batch_streams=max_batch_streams,
         cache=cache,
     )
-    rows = _rows(decoded, range(len(prompts)), tokenizer)
-    return [{**row, "documents": len(docs)} for row, docs in zip(rows, documents, strict=True)]
+    return [
+        {
+            "tokens": tokens,
+            "text": tokenizer.decode(tokens, skip_special_tokens=True),
+            "sample_logprobs": decoded.sample_logprobs[g, : len(tokens)].tolist(),
+            "documents": len(docs),
+        }
+        for g, (tokens, docs) in enumerate(zip(decoded.token_lists(), documents, strict=True))
+    ]
 
 
 # ---------------------------------------------------------------- exact log-probs
@@ -347,73 +437,58 @@ def dp_icl_forced_logprobs(
     """[len(settings), T] log P_DP-ICL(target_t | ...) of the target forced after the 1 + k
     `streams` (public first), under each setting from one forward: at each position the
     decoder's own distribution, eps * U / (2 * sensitivity * C) normalised, so a row's sum is
-    the exact log-probability that DP-RAG emits the target there."""
-    logprobs = forced_logprobs(model, streams, target, pad_id)  # [1 + k, T, V]
-    documents = logprobs[1:].transpose(0, 1)  # [T, k, V]
-    present = torch.ones(documents.shape[:2], dtype=torch.bool, device=documents.device)
-    chosen = torch.tensor(target, device=logprobs.device)[:, None]
-    rows = []
-    for setting in settings:
-        utility = dp_icl_utility(
-            logprobs[0], documents, present, setting.alpha, setting.clip, setting.theta
-        )
-        logits = setting.epsilon / setting.sensitivity * utility / (2 * setting.clip)
-        mixed = torch.log_softmax(_block_eos(logits, eos_token_id, blocked_steps), dim=-1)
-        rows.append(mixed.gather(-1, chosen)[:, 0])
+    the exact log-probability that DP-RAG emits the target there. The streams share one
+    forked prefill (`prefill_forked`), as the decoder's do."""
+    head = shared_head(streams)
+    forked = prefill_forked(model, streams[0][:head], [s[head:] for s in streams], pad_id,
+                            ForwardCounter())  # fmt: skip
+    logprobs = forced_forked(model, forked, range(len(streams)), target, pad_id)  # [1 + k, T, V]
+    rows = [
+        _target_logprobs(logprobs, target, setting, eos_token_id, blocked_steps)
+        for setting in settings
+    ]
     return torch.stack(rows).cpu()
 
 
-def planted_fact_rows(
+def _target_logprobs(
+    logprobs: torch.Tensor,
+    target: Sequence[int],
+    setting: DPICLSettings,
+    eos_token_id: int | None,
+    blocked_steps: int,
+) -> torch.Tensor:
+    """[T] log P_DP-ICL(target_t) from the streams' forced log-probs [1 + k, T, V]."""
+    documents = logprobs[1:].transpose(0, 1)  # [T, k, V]
+    present = torch.ones(documents.shape[:2], dtype=torch.bool, device=documents.device)
+    utility = dp_icl_utility(
+        logprobs[0], documents, present, setting.alpha, setting.clip, setting.theta
+    )
+    logits = setting.epsilon / setting.sensitivity * utility / (2 * setting.clip)
+    mixed = torch.log_softmax(_block_eos(logits, eos_token_id, blocked_steps), dim=-1)
+    chosen = torch.tensor(list(target), device=logprobs.device)[:, None]
+    return mixed.gather(-1, chosen)[:, 0].cpu()
+
+
+def rag_fact_row(
     model,
     tokenizer,
     question: Mapping,
     documents: Mapping[Hashable, str],
-    settings: Sequence[DPICLSettings],
-    budgets: Sequence[Budget],
     *,
     template: str,
     blocked_steps: int,
-) -> list[dict]:
-    """The exact log-probability of a question's planted fact under DP-RAG at each budget and
-    under the non-private RAG.
-
-    Args:
-        question: question_id, question, fact, answer_prefix, chosen (DP-RAG's document ids) and
-            rag (the RAG baseline's document ids).
-        documents: the text of each document id.
-        settings, budgets: DP-RAG's settings and the budgets they spend, one per epsilon.
-        template: the prompt template.
-        blocked_steps: the first answer tokens on which the decoder blocks EOS (min_new_tokens).
-
-    Returns:
-        Rows {question_id, fact_tokens, decoder, epsilon, log_prob, greedy_emits}: one "dp_rag"
-        row per budget (greedy_emits None), then one "rag" row (epsilon inf).
-    """
+) -> dict:
+    """The non-private RAG's row for a planted fact: {question_id, fact_tokens, decoder "rag",
+    epsilon inf, log_prob (exact, after the answer prefix), greedy_emits} (`planted_fact_rows`
+    documents the question's keys)."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     fact = tokenizer(question["fact"], add_special_tokens=False)["input_ids"]
-    base = {"question_id": question["question_id"], "fact_tokens": len(fact)}
-    streams = stream_prompts(
-        tokenizer,
-        question["question"],
-        [documents[i] for i in question["chosen"]],
-        template,
-        question["answer_prefix"],
-    )
-    logprobs = dp_icl_forced_logprobs(
-        model, streams, fact, settings, pad_id=pad, eos_token_id=eos, blocked_steps=blocked_steps
-    )  # [epsilons, fact tokens], one forward for every epsilon
-    out = [
-        {**base, "decoder": "dp_rag", "epsilon": spent.epsilon,
-         "log_prob": float(row.sum()), "greedy_emits": None}
-        for spent, row in zip(budgets, logprobs, strict=True)
-    ]  # fmt: skip
     rag = prompt_ids(tokenizer, question["question"], [documents[i] for i in question["rag"]],
                      template, question["answer_prefix"])  # fmt: skip
     distribution = lm_forced_distribution(
         model, rag, fact, pad_id=pad, eos_token_id=eos, blocked_steps=blocked_steps
     )
     chosen = distribution.gather(-1, distribution.new_tensor(fact).long()[:, None])
-    out.append({**base, "decoder": "rag", "epsilon": math.inf,
-                "log_prob": float(chosen.sum()),
-                "greedy_emits": distribution.argmax(-1).tolist() == fact})  # fmt: skip
-    return out
+    return {"question_id": question["question_id"], "fact_tokens": len(fact), "decoder": "rag",
+            "epsilon": math.inf, "log_prob": float(chosen.sum()),
+            "greedy_emits": distribution.argmax(-1).tolist() == fact}  # fmt: skip

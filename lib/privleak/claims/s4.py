@@ -1,9 +1,11 @@
-"""S4 (Grislain) claims: DP-RAG's accuracy against document frequency, and its censoring of
-one-document facts. Units are questions (one per disease) and planted facts; accuracy is judged
-at every response budget of s4.budget.epsilons."""
+"""S4 (Grislain) claims: DP-RAG's accuracy against document frequency and against the number of
+voting documents, and its censoring of one-document facts. Units are symptom questions (one per
+drawn patient) and planted facts; accuracy against frequency is judged at every response budget
+of s4.budget.epsilons, against voters at the first."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,10 +37,28 @@ def censoring(planted: pd.DataFrame) -> tuple[np.ndarray, float]:
     return (pairs["dp_rag"] - pairs["rag"]).to_numpy() if len(pairs) else np.array([]), first
 
 
+def voters_gain(responses: pd.DataFrame) -> tuple[np.ndarray, dict]:
+    """Per question of the voters sweep, naming the disease at the largest k minus at the
+    smallest (1, 0 or -1); and the claim's fields (low, high, epsilon, documents)."""
+    swept = responses[(responses["sweep"] == "voters") & (responses["decoder"] == "dp_rag")]
+    if swept.empty:
+        return np.array([]), {"low": "?", "high": "?", "epsilon": math.nan, "documents": "?"}
+    table = swept.pivot_table(index="question_id", columns="voters", values="correct",
+                              aggfunc="first").astype(float)  # fmt: skip
+    low, high = int(table.columns.min()), int(table.columns.max())
+    fields = {"low": low, "high": high, "epsilon": float(swept["epsilon"].iloc[0]),
+              "documents": int(swept["frequency"].min())}  # fmt: skip
+    return (table[high] - table[low]).to_numpy(), fields
+
+
 def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
     """Every S4 claim on `load`'s frames."""
     responses = frames["responses"]
-    asked = responses[(responses["kind"] == "disease") & (responses["decoder"] == "dp_rag")]
+    asked = responses[
+        (responses["kind"] == "disease")
+        & (responses["decoder"] == "dp_rag")
+        & (responses["sweep"] == "main")
+    ]
     found = [
         Finding(
             "s4.accuracy_rises_with_frequency.eps{epsilon:g}",
@@ -50,6 +70,15 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
         )
         for epsilon, group in asked.groupby("epsilon")
     ]
+    gains, fields = voters_gain(responses)
+    found.append(
+        Finding(
+            "s4.accuracy_rises_with_voters",
+            boot(gains, np.mean),
+            fields,
+            missing="" if len(gains) else "no voters sweep in this run",
+        )
+    )
     differences, epsilon = censoring(frames["planted"])
     found.append(
         Finding("s4.censors_individual_knowledge", boot(differences, np.mean), {"epsilon": epsilon})

@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from privleak.pipeline.schema.base import (
     COUNT,
+    DTYPE,
     INDEX,
     MASS,
     NON_NEGATIVE,
@@ -45,7 +46,7 @@ class S4Retrieval(Strict):
     p: Annotated[float, MASS]
     alpha: Annotated[float, POSITIVE]  # the top-p weights' exp(alpha (s - high) / (high - low))
     score_range: Annotated[list[float], Field(min_length=2, max_length=2)]
-    max_retrieve: Annotated[int, COUNT]
+    max_retrieve: Annotated[int | None, optional(COUNT)]  # None: every document above tau
 
     @model_validator(mode="after")
     def _range(self) -> Self:
@@ -71,6 +72,18 @@ class S4Generation(Strict):
     answer_prefix: str  # opens every disease answer, in every stream ("" for none)
 
 
+class S4Questions(Strict):  # Fig. 6: one symptom question per sampled patient
+    per_bucket: Annotated[int | None, optional(COUNT)]  # patients per frequency bucket; None: all
+    planted: Annotated[int | None, optional(INDEX)]  # planted facts asked; None: all
+
+
+class S4Sweeps(Strict):  # each on the questions whose disease holds >= *_min_documents documents
+    voters: list_of(Annotated[int, COUNT], unique=True, empty=True)  # top-k voters at eps[0]
+    voters_min_documents: Annotated[int, COUNT]
+    thetas: list_of(Annotated[float, NON_NEGATIVE], unique=True, empty=True)  # at every eps
+    thetas_min_documents: Annotated[int, COUNT]
+
+
 class S4Densities(Strict):  # F4/F5: the threshold densities over one query's scores
     documents: Annotated[int, COUNT]
     epsilon: Annotated[float, POSITIVE]
@@ -81,13 +94,15 @@ class S4Densities(Strict):  # F4/F5: the threshold densities over one query's sc
 
 class S4(Strict):
     lm: Annotated[str, TEXT]
+    lm_dtype: Annotated[str | None, optional(DTYPE)]  # None: models.<profile>.dtype
     corpus: Slot
     embed_batch_size: Annotated[int, COUNT]
-    max_diseases: Annotated[int | None, optional(COUNT)]
     budget: S4Budget
     retrieval: S4Retrieval
     dp_icl: S4DPICL
     generation: S4Generation
+    questions: S4Questions
+    sweeps: S4Sweeps
     densities: S4Densities
 
     @model_validator(mode="after")
@@ -96,10 +111,11 @@ class S4(Strict):
         if gen.min_new_tokens > gen.max_new_tokens:
             raise fail(f"must be <= max_new_tokens ({gen.max_new_tokens})",
                         "generation.min_new_tokens", value=gen.min_new_tokens)  # fmt: skip
-        if gen.max_batch_streams < 1 + retrieval.max_retrieve:
+        cap = retrieval.max_retrieve
+        if cap is not None and gen.max_batch_streams < 1 + cap:
             raise fail(
-                f"must be >= 1 + retrieval.max_retrieve ({1 + retrieval.max_retrieve}): one "
-                "question's public and document streams decode together",
+                f"must be >= 1 + retrieval.max_retrieve ({1 + cap}): one question's public and "
+                "document streams decode together",
                 "generation.max_batch_streams",
                 value=gen.max_batch_streams,
             )

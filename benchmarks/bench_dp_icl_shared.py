@@ -1,0 +1,160 @@
+"""DP-ICL from one shared prefix per question (S4): `prefill_forked` + `decode_forked` against the
+shared decoder on full prompts, and the exact teacher-forced log-probs.
+
+G questions, each with k documents and S settings (S groups per question, as the epsilons of a
+stage): 1 + k streams a group, laid out (template head, question, document, tail) so the head and
+the question are one prefix. Prompts are random token ids of realistic length (~100-token
+documents), so no tokenizer and no weights are needed; EOS is blocked (every path takes NEW steps).
+    fast  = `dp_rag_generate`'s path: per question the head + question forwarded once, each
+            distinct tail once on a copy of its cache, every group decoded from copies of its rows;
+    fair  = the shared decoder (`decode`, streams_per_group = 1 + k, the DP-ICL mix), the path a
+            user gets from the library's decoder: every distinct full prompt prefilled once per
+            chunk, one batched forward a step;
+    exact = per group, one teacher-forced forward of every full prompt with fast's tokens
+            (`dp_rag.forced_logprobs`), the DP-ICL mix applied per position: the naive reference.
+Prints forward tokens, wall times and ratios; exits non-zero if fast and fair draw different
+tokens or their sampled tokens' log-probs differ from each other or from exact by more than 1e-4
+(fp32).
+
+Run: `.venv/bin/python benchmarks/bench_dp_icl_shared.py [--questions 4] [--documents 24]
+[--settings 2] [--new-tokens 6] [--device cuda] [--dtype bfloat16]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
+
+import torch  # noqa: E402
+from common import add_model_args, describe, load_model, timed  # noqa: E402
+
+from privleak.batching import ForwardCounter  # noqa: E402
+from privleak.decoding import decode  # noqa: E402
+from privleak.dp_icl import dp_icl_utility  # noqa: E402
+from privleak.dp_icl_decode import decode_forked, prefill_forked, shared_head  # noqa: E402
+from privleak.dp_rag import DPICLSettings, _mix, forced_logprobs  # noqa: E402
+
+HEAD, TAIL = 16, 12
+"""Chat-template tokens before the question and after the document (SmolLM2-like)."""
+SEED = 0
+
+
+@torch.inference_mode()
+def exact_logprobs(model, streams, tokens, setting: DPICLSettings, eos: int, pad: int):
+    """[T] log-probs of `tokens` under the DP-ICL law, from one full forward of every stream."""
+    logprobs = forced_logprobs(model, streams, tokens, pad)  # [1 + k, T, V]
+    documents = logprobs[1:].transpose(0, 1)
+    present = torch.ones(documents.shape[:2], dtype=torch.bool, device=documents.device)
+    utility = dp_icl_utility(
+        logprobs[0], documents, present, setting.alpha, setting.clip, setting.theta
+    )
+    mixed = setting.epsilon / setting.sensitivity * utility / (2 * setting.clip)
+    mixed[:, eos] = float("-inf")
+    mixed = torch.log_softmax(mixed, -1)
+    return mixed.gather(-1, torch.tensor(tokens, device=mixed.device)[:, None])[:, 0].cpu()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_model_args(parser, default_model="smollm2-135m-shape")
+    parser.add_argument("--questions", type=int, default=4, help="G")
+    parser.add_argument("--documents", type=int, default=24, help="k documents per question")
+    parser.add_argument("--settings", type=int, default=2, help="S groups per question")
+    parser.add_argument("--new-tokens", type=int, default=6)
+    parser.add_argument("--document-tokens", type=int, default=100)
+    parser.add_argument("--question-tokens", type=int, default=30)
+    parser.add_argument("--max-batch-streams", type=int, default=None)
+    args = parser.parse_args()
+
+    model, eos, pad = load_model(args)
+    pad = eos if pad is None else pad
+    vocab = getattr(model, "privleak_real_vocab", model.config.vocab_size)
+    generator = torch.Generator().manual_seed(SEED)
+    draw = lambda n: torch.randint(100, vocab, (n,), generator=generator).tolist()  # noqa: E731
+    head, tail = draw(HEAD), draw(TAIL)
+    questions = []
+    for _ in range(args.questions):
+        asked = head + draw(args.question_tokens)
+        public = asked + tail
+        documents = [asked + draw(args.document_tokens) + tail for _ in range(args.documents)]
+        questions.append([public, *documents])
+    settings = [
+        DPICLSettings(epsilon=0.5 * 4**s, clip=0.5, theta=0.01) for s in range(args.settings)
+    ]
+    keys = [(q, s.key()) for q in range(args.questions) for s in settings]
+    new, per_group = args.new_tokens, 1 + args.documents
+    groups = len(keys)
+    print(
+        f"{describe(model, args)}: {args.questions} questions x {args.settings} settings x "
+        f"{per_group} streams (1 public + {args.documents} documents of {args.document_tokens} "
+        f"tokens), prompts {len(questions[0][0])}/{len(questions[0][1])} tokens, {new} new "
+        "tokens, EOS blocked"
+    )
+    mix = _mix(settings * args.questions, [args.documents] * groups)
+    options = {"seed": SEED, "max_new_tokens": new, "eos_token_id": eos, "min_new_tokens": new,
+               "pad_id": pad, "max_batch_streams": args.max_batch_streams}  # fmt: skip
+
+    def fair():
+        prompts = [ids for question in questions for _ in settings for ids in question]
+        return decode(model, prompts, streams_per_group=per_group, mix=mix, group_keys=keys,
+                      **options)  # fmt: skip
+
+    def fast(counter):
+        tokens, sample = [], []
+        for q, streams in enumerate(questions):
+            cut = shared_head(streams)
+            forked = prefill_forked(model, streams[0][:cut], [s[cut:] for s in streams], pad,
+                                    counter)  # fmt: skip
+            rows = [list(range(per_group))] * len(settings)
+            part = slice(q * len(settings), (q + 1) * len(settings))
+            decoded = decode_forked(model, forked, rows, _mix(settings, [args.documents] *
+                                    len(settings)), keys=keys[part], counter=counter,
+                                    **options)  # fmt: skip
+            tokens.append(decoded.tokens)
+            sample.append(decoded.sample_logprobs)
+        return torch.cat(tokens), torch.cat(sample)
+
+    fast(ForwardCounter())  # warm-up: allocator, kernels
+    counter = ForwardCounter()
+    (fast_tokens, fast_sample), fast_wall = timed(lambda: fast(counter), args.device)
+    print(f"  fast (shared prefix):   {fast_wall:8.2f} s  forward tokens {counter.tokens:>9,}")
+    decoded, fair_wall = timed(fair, args.device)
+    fair_count = decoded.prefill_counter.tokens + decoded.step_counter.tokens
+    print(
+        f"  fair (shared decoder):  {fair_wall:8.2f} s  forward tokens {fair_count:>9,} "
+        f"(prefill {decoded.prefill_counter.tokens:,}); fair / fast: wall "
+        f"{fair_wall / fast_wall:.2f}x, tokens {fair_count / counter.tokens:.2f}x"
+    )
+    exact_counter = ForwardCounter()
+
+    def exact():
+        rows = []
+        for g, (q, _) in enumerate(keys):
+            streams = questions[q]
+            exact_counter.add(1, sum(len(s) + new for s in streams))
+            rows.append(exact_logprobs(model, streams, fast_tokens[g].tolist(),
+                                       settings[g % len(settings)], eos, pad))  # fmt: skip
+        return torch.stack(rows)
+
+    reference, exact_wall = timed(exact, args.device)
+    print(f"  exact (teacher-forced): {exact_wall:8.2f} s  forward tokens "
+          f"{exact_counter.tokens:>9,}")  # fmt: skip
+    same = bool(torch.equal(fast_tokens, decoded.tokens))
+    deltas = {
+        "fair": float((fast_sample - decoded.sample_logprobs).abs().max()),
+        "exact": float((fast_sample - reference).abs().max()),
+    }
+    tolerance = 1e-4 if args.dtype == "float32" else 5e-2  # half precision: rounding only
+    print(
+        "  max |Δ log-prob of the sampled token| vs fast: "
+        + ", ".join(f"{name} {delta:.2e}" for name, delta in deltas.items())
+        + f" (tolerance {tolerance:g}); fair drew fast's tokens: {same}"
+    )
+    return 0 if same and max(deltas.values()) <= tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
