@@ -163,11 +163,11 @@ main = asked[asked["sweep"] == "main"]
 def bucket_rows(group: pd.DataFrame) -> pd.Series:
     low, high = wilson(int(group["accuracy"].sum()), len(group))
     return pd.Series({"accuracy": group["accuracy"].mean(), "low": low, "high": high,
-                      "questions": len(group)})  # fmt: skip
+                      "questions": len(group), "diseases": group["disease"].nunique()})  # fmt: skip
 
 
 per_bucket = (
-    main.groupby(["label", "bucket"], observed=False)[["accuracy"]]
+    main.groupby(["label", "bucket"], observed=False)[["accuracy", "disease"]]
     .apply(bucket_rows)
     .reset_index()
     .assign(patients=lambda t: t["bucket"].map(patients_in).fillna(0).astype(int))
@@ -193,8 +193,10 @@ save_table(
     per_bucket,
     FIG / "s4_fig6_data",
     note="Per bucket of disease frequency: the share of its questions (one per drawn patient) "
-    "whose response names the disease, with its Wilson 95 % interval; patients: the bucket's "
-    "patients in the corpus. The published evaluation weights buckets by questions the same way.",
+    "whose response names the disease, with its Wilson 95 % interval over questions; diseases: "
+    "the diseases those questions ask about (a disease's patients ask the same question, so the "
+    "claims resample diseases); patients: the bucket's patients in the corpus. The published "
+    "evaluation weights buckets by questions the same way.",
 )
 
 

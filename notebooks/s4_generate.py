@@ -125,11 +125,11 @@ def ask(qid: str, tag: tuple, chosen, spent, theta: float, **labels) -> tuple[As
     return request, {"question_id": qid, "epsilon": spent.epsilon, "theta": theta, **labels}
 
 
-frequent = (questions["kind"] == "disease") & (questions["frequency"] >= thetas_min_documents)
-swept = set(questions.loc[frequent, "question_id"])
+main = questions[questions["fig6"] | (questions["kind"] == "planted")]
+swept = set(main.loc[main["fig6"] & (main["frequency"] >= thetas_min_documents), "question_id"])
 requests = [
     ask(qid, ("main",), chosen, spent, dp_icl["theta"], sweep="main")
-    for qid, chosen in zip(questions["question_id"], questions["chosen"], strict=True)
+    for qid, chosen in zip(main["question_id"], main["chosen"], strict=True)
     for spent in budgets
 ]
 requests += [
@@ -162,13 +162,13 @@ print(f"DP-RAG: {len(requests)} responses or scored facts for {len(questions)} q
 rows = [{"decoder": "dp_rag", **labels, **answer}
         for (_, labels), answer in zip(requests, answers, strict=True)]  # fmt: skip
 scored, rows = [r for r in rows if "tokens" not in r], [r for r in rows if "tokens" in r]
-keys = questions["question_id"].tolist()
+keys = main["question_id"].tolist()
 started = time.perf_counter()
 answers = rag_generate(
     model,
     tokenizer,
-    questions["question"].tolist(),
-    [[documents[i] for i in rag] for rag in questions["rag"]],
+    main["question"].tolist(),
+    [[documents[i] for i in rag] for rag in main["rag"]],
     keys=keys,
     answer_prefixes=[prefix_of[q] for q in keys],
     cache=store.cache("rag", lm),

@@ -13,9 +13,10 @@
 # Per question, the threshold is drawn by the exponential mechanism (top-k or top-p utility,
 # scores clipped to `score_range`, `retrieval_epsilon`) from the random stream of
 # (seed, question id); every document above it is kept, best first (at most `max_retrieve` when
-# set). The voters sweep: the questions whose disease holds at least
-# `sweeps.voters_min_documents` documents are asked again with top-k thresholds at k = each of
-# `sweeps.voters`, so about k documents vote. The non-private baseline keeps the exact top
+# set). The voters sweep: one patient of every disease holding at least
+# `sweeps.voters_min_documents` documents (a drawn one, else the disease's first, asked for the
+# sweep only: `fig6` False) is asked with top-k thresholds at k = each of `sweeps.voters`, so
+# about k documents vote. The non-private baseline keeps the exact top
 # `rag_k`. Figs. 4-5's densities use `densities.documents` documents drawn at random, scored
 # against the first question, with `draws` sampled thresholds each to check the sampler against
 # the density.
@@ -97,9 +98,21 @@ asked = [
         "disease": record["disease"],
         "frequency": frequency[record["disease"]],
         "bucket": bucket(frequency[record["disease"]]),
+        "fig6": True,
     }
     for record in patients
 ]
+# the voters sweep asks one patient of every disease with enough documents: a drawn one, else the
+# disease's first patient, asked for the sweep only (claims resample diseases)
+drawn = {q["disease"] for q in asked}
+for record in records:
+    disease = record["disease"]
+    if frequency[disease] >= voters_min_documents and disease not in drawn:
+        drawn.add(disease)
+        asked.append({"question_id": f"patient:{record['id']}", "kind": "disease",
+                      "question": record["question"], "disease": disease,
+                      "frequency": frequency[disease], "bucket": bucket(frequency[disease]),
+                      "fig6": False})  # fmt: skip
 holder = {r["id"]: r for r in records}
 planted = [s for s in secrets if s["kind"] == "rare_detail"][: questions["planted"]]
 for secret in planted:
@@ -112,6 +125,7 @@ for secret in planted:
             "disease": record["disease"],
             "frequency": frequency[record["disease"]],
             "bucket": bucket(frequency[record["disease"]]),
+            "fig6": False,
             "record_id": record["id"],
             **detail,
         }
@@ -154,7 +168,7 @@ def kept_documents(row, key, utility: str, k: int) -> dict:
     return {"threshold": kept.threshold, "above": kept.above, "chosen": ids[kept.chosen].tolist()}
 
 
-rows, by_voters = [], []
+rows, by_voters, swept = [], [], set()
 for question, row in zip(asked, scores, strict=True):
     kept = kept_documents(row, question["question_id"], retrieval["utility"], retrieval["k"])
     exact = np.argsort(-row, kind="stable")[:rag_k]
@@ -174,7 +188,9 @@ for question, row in zip(asked, scores, strict=True):
             ),
         }
     )
-    if question["kind"] == "disease" and question["frequency"] >= voters_min_documents:
+    first_of_its_disease = question["kind"] == "disease" and question["disease"] not in swept
+    if first_of_its_disease and question["frequency"] >= voters_min_documents:
+        swept.add(question["disease"])
         for k in voters:
             by_k = kept_documents(row, (question["question_id"], "voters", k), "top_k", k)
             same = document_disease[np.isin(ids, by_k["chosen"])] == question["disease"]

@@ -114,13 +114,14 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
     main = pd.DataFrame(
         {"question_id": range(6), "kind": ["disease"] * 6, "decoder": ["dp_rag"] * 6,
          "epsilon": [5.0] * 6, "sweep": ["main"] * 6, "voters": [np.nan] * 6,
-         "frequency": [1, 2, 3, 4, 5, 6], "correct": [0, 0, 0, 1, 1, 1]}
+         "disease": list("abcdef"), "frequency": [1, 2, 3, 4, 5, 6],
+         "correct": [0, 0, 0, 1, 1, 1]}
     )  # fmt: skip
     # questions 4 and 5 asked again with 10 and 100 voting documents: 0 -> 1 and 1 -> 1
     voters = pd.DataFrame(
         {"question_id": [4, 4, 5, 5], "kind": ["disease"] * 4, "decoder": ["dp_rag"] * 4,
          "epsilon": [5.0] * 4, "sweep": ["voters"] * 4, "voters": [10, 100, 10, 100],
-         "frequency": [5, 5, 6, 6], "correct": [0, 1, 1, 1]}
+         "disease": list("eeff"), "frequency": [5, 5, 6, 6], "correct": [0, 1, 1, 1]}
     )  # fmt: skip
     planted = pd.DataFrame(
         {"decoder": ["rag", "rag", "dp_rag", "dp_rag", "dp_rag", "dp_rag"],
@@ -131,8 +132,8 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
     accuracy, by_voters, censor = s4.findings(frames, BOOT)
     assert accuracy.fields == {"epsilon": 5.0}
     assert accuracy.estimate.effect == pytest.approx(np.sqrt(13.5 / 17.5))  # ranks with ties
-    gains, fields = s4.voters_gain(frames["responses"])
-    assert sorted(gains) == [0.0, 1.0]
+    gains, diseases, fields = s4.voters_gain(frames["responses"])
+    assert sorted(zip(diseases, gains, strict=True)) == [("e", 1.0), ("f", 0.0)]
     assert fields == {"low": 10, "high": 100, "epsilon": 5.0, "documents": 5}
     assert by_voters.estimate.effect == pytest.approx(0.5)
     differences, epsilon = s4.censoring(planted)
@@ -140,10 +141,25 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
     assert censor.estimate.effect == pytest.approx(-3.5)
 
 
+def test_s4_accuracy_resamples_diseases_not_questions():
+    """Six questions of two diseases are two units: too few for an interval (min_units 3)."""
+    responses = pd.DataFrame(
+        {"question_id": range(6), "kind": ["disease"] * 6, "decoder": ["dp_rag"] * 6,
+         "epsilon": [5.0] * 6, "sweep": ["main"] * 6, "voters": [np.nan] * 6,
+         "disease": list("aaabbb"), "frequency": [1, 1, 1, 9, 9, 9],
+         "correct": [0, 0, 0, 1, 1, 1]}
+    )  # fmt: skip
+    planted = pd.DataFrame(columns=["decoder", "epsilon", "question_id", "log_prob"])
+    accuracy = s4.findings({"responses": responses, "planted": planted}, BOOT)[0]
+    assert accuracy.estimate.effect == pytest.approx(1.0) and accuracy.estimate.units == 2
+    assert claim(accuracy).verdict == INCONCLUSIVE
+
+
 def test_s4_without_a_voters_sweep_is_missing_not_judged():
     main = pd.DataFrame(
         {"question_id": [0], "kind": ["disease"], "decoder": ["dp_rag"], "epsilon": [5.0],
-         "sweep": ["main"], "voters": [np.nan], "frequency": [3], "correct": [1]}
+         "sweep": ["main"], "voters": [np.nan], "disease": ["a"], "frequency": [3],
+         "correct": [1]}
     )  # fmt: skip
     planted = pd.DataFrame(columns=["decoder", "epsilon", "question_id", "log_prob"])
     found = s4.findings({"responses": main, "planted": planted}, BOOT)

@@ -451,6 +451,7 @@ def test_s4_asks_every_patient_with_both_decoders_at_every_epsilon(paper_root):
     s4 = paper_root / "data" / "interim" / "s4"
     questions = pd.read_parquet(s4 / "retrieve" / "questions.parquet")
     assert len(questions) == S4_PATIENTS and (questions["kind"] == "disease").all()
+    assert questions["fig6"].all()  # every patient is asked: no sweep-only question
     assert questions["question"].str.startswith("I am experiencing the following symptoms: ").all()
     assert (questions["chosen"].map(len) == questions["above"]).all()  # no cap: all above tau
     assert (questions["rag"].map(len) == 2).all()

@@ -254,7 +254,7 @@ def test_no_document_above_the_threshold_is_answered_from_the_public_stream(publ
     assert "no planted rare details in this corpus" in executed
     responses = pd.read_parquet(public_only_run / "data/interim/s4/generate/responses.parquet")
     dp_rag = responses[(responses["decoder"] == "dp_rag") & (responses["sweep"] == "main")]
-    assert len(dp_rag) == 2 * len(questions)  # both epsilons
+    assert len(dp_rag) == 2 * int(questions["fig6"].sum())  # both epsilons
     assert dp_rag["public_only"].all() and (dp_rag["documents"] == 0).all()
     assert (responses.loc[responses["decoder"] == "rag", "documents"] == 1).all()
     planted = pd.read_parquet(public_only_run / "data/interim/s4/generate/planted.parquet")

@@ -89,8 +89,9 @@ SYSTEM = "You are a helpful assistant."
 
 
 def _body(question: str, documents: Sequence[str]) -> str:
-    """The question, then its document(s): the paper's <q, d>_RAG order, which also makes the
-    template and question one prefix shared by all of a question's DP-ICL streams."""
+    """The question, then its document(s), as the paper writes <q, d>_RAG (the official code puts
+    the document first, in the system message): the template and the question are then one
+    prefix shared by all of a question's DP-ICL streams."""
     if not documents:
         return f"Question: {question}"
     if len(documents) == 1:
@@ -318,7 +319,10 @@ def dp_rag_generate(
             ),  # fmt: skip
             "dp_icl question",
             question,
-            [(a.key, a.documents, a.setting.key(), a.answer_prefix) for a in part],
+            [
+                (a.key, a.documents, a.setting.key(), a.answer_prefix, a.forced, a.sample)
+                for a in part
+            ],
             template,
             sorted(options.items()),
         )

@@ -686,18 +686,20 @@ SPECS = (
         effect="Spearman correlation of the patient's disease's number of documents with DP-RAG "
         "naming it (response budget epsilon = {epsilon:g})",
         direction="+",
-        unit="symptom questions (one per drawn patient)",
+        unit="diseases (their drawn patients' symptom questions resampled together)",
     ),
     Spec(
         id="s4.accuracy_rises_with_voters",
         paper=S4,
         quote="The results show the accuracy becomes reasonable when at least 100 documents hold "
         "a similar piece of information.",
-        where="Evaluation, Fig. 6",
+        where="Evaluation (the sentence under Fig. 6)",
         effect="per question, DP-RAG naming the disease with a top-k DP threshold at k = {high} "
         "minus at k = {low} (voting documents; epsilon = {epsilon:g})",
         direction="+",
-        unit="symptom questions whose disease holds >= {documents} documents",
+        unit="diseases with >= {documents} documents (their questions resampled together)",
+        note="the documents that hold the information are the retrieved documents of the "
+        "question's disease, varied through the threshold's k; Fig. 6 varies the corpus instead",
     ),
     Spec(
         id="s4.censors_individual_knowledge",

@@ -1,7 +1,9 @@
 """S4 (Grislain) claims: DP-RAG's accuracy against document frequency and against the number of
-voting documents, and its censoring of one-document facts. Units are symptom questions (one per
-drawn patient) and planted facts; accuracy against frequency is judged at every response budget
-of s4.budget.epsilons, against voters at the first."""
+voting documents, and its censoring of one-document facts. Accuracy is measured on symptom
+questions (one per drawn patient) and resampled by disease, since a disease's patients ask the
+same question over the same scores; planted facts are resampled one by one. Accuracy against
+frequency is judged at every response budget of s4.budget.epsilons, against voters at the
+first."""
 
 from __future__ import annotations
 
@@ -37,18 +39,21 @@ def censoring(planted: pd.DataFrame) -> tuple[np.ndarray, float]:
     return (pairs["dp_rag"] - pairs["rag"]).to_numpy() if len(pairs) else np.array([]), first
 
 
-def voters_gain(responses: pd.DataFrame) -> tuple[np.ndarray, dict]:
+def voters_gain(responses: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
     """Per question of the voters sweep, naming the disease at the largest k minus at the
-    smallest (1, 0 or -1); and the claim's fields (low, high, epsilon, documents)."""
+    smallest (1, 0 or -1); each question's disease (the resampled unit: a disease's questions
+    share their scores); and the claim's fields (low, high, epsilon, documents)."""
     swept = responses[(responses["sweep"] == "voters") & (responses["decoder"] == "dp_rag")]
     if swept.empty:
-        return np.array([]), {"low": "?", "high": "?", "epsilon": math.nan, "documents": "?"}
-    table = swept.pivot_table(index="question_id", columns="voters", values="correct",
-                              aggfunc="first").astype(float)  # fmt: skip
+        fields = {"low": "?", "high": "?", "epsilon": math.nan, "documents": "?"}
+        return np.array([]), np.array([]), fields
+    table = swept.pivot_table(index=["question_id", "disease"], columns="voters",
+                              values="correct", aggfunc="first").astype(float)  # fmt: skip
     low, high = int(table.columns.min()), int(table.columns.max())
     fields = {"low": low, "high": high, "epsilon": float(swept["epsilon"].iloc[0]),
               "documents": int(swept["frequency"].min())}  # fmt: skip
-    return (table[high] - table[low]).to_numpy(), fields
+    diseases = table.index.get_level_values("disease").to_numpy()
+    return (table[high] - table[low]).to_numpy(), diseases, fields
 
 
 def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
@@ -65,16 +70,17 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
             boot(
                 group[["frequency", "correct"]].astype(float).to_numpy(),
                 lambda r: spearman(r[:, 0], r[:, 1]),
+                groups=group["disease"].to_numpy(),
             ),
             {"epsilon": epsilon},
         )
         for epsilon, group in asked.groupby("epsilon")
     ]
-    gains, fields = voters_gain(responses)
+    gains, diseases, fields = voters_gain(responses)
     found.append(
         Finding(
             "s4.accuracy_rises_with_voters",
-            boot(gains, np.mean),
+            boot(gains, np.mean, groups=diseases),
             fields,
             missing="" if len(gains) else "no voters sweep in this run",
         )
