@@ -7,8 +7,9 @@ logits over 50265 tokens, and a Llama), an S1 model list, a `file:` sequence lis
 read from save_to_disk folders in the hub datasets' schemas (CNN-DM split slice, PubMedQA's
 nested `context` and integer `pubid`), monte-carlo over both kinds, FactKB faithfulness (a tiny
 local classifier folder), fine-tuning disabled; S4 keeps the chat template (a tiny Llama whose
-tokenizer has a ChatML template stands in for Phi-3-mini), the top-k utility and both epsilons,
-on a small medical_dirichlet corpus. S2 keeps its three `hf:` corpora in the hub datasets'
+tokenizer has a ChatML template stands in for Phi-3.5-mini), the published top-p retrieval and
+both epsilons, on a tiny `file:` export in the published corpus's columns read through the
+paper's `fields`. S2 keeps its three `hf:` corpora in the hub datasets'
 schemas (ChatDoctor's instruction/input/output, enron-email's text) with the paper's `fields`,
 the OPT as its LM, a cross-encoder reranker (a tiny local BERT folder loaded by
 sentence_transformers' CrossEncoder, for bge-reranker-large), every defense, ablation and sweep

@@ -76,7 +76,7 @@ def test_paper_models_listed_include_every_hub_model():
     assert keys["s0.paper.faithfulness"] == "bunsenstraat/FactKB"
     assert keys["s2.paper.lm"] == "EleutherAI/pythia-6.9b"
     assert keys["s2.paper.retrieval.reranker"] == "BAAI/bge-reranker-large"
-    assert keys["s4.paper.lm"] == "microsoft/Phi-3-mini-4k-instruct"
+    assert keys["s4.paper.lm"] == "microsoft/Phi-3.5-mini-instruct"
 
 
 def test_tfidf_reranker_is_not_a_model():
@@ -251,9 +251,41 @@ def test_rag_corpus_files_are_checked(cpu_only, tmp_path, group, key):
         f"params {group}.smoke.{key}.source = '{source}': file '{tmp_path / 'corpus.jsonl'}' "
         "does not exist"
     )
-    (tmp_path / "corpus.jsonl").write_text('{"text": "a record"}\n')
+    record = {"text": "a record"} if group == "s2" else CANONICAL_S4_RECORD
+    write_jsonl([record], tmp_path / "corpus.jsonl")
     summary = preflight.run(config)[3]
     assert f"{group} {key.split('.')[-1]} file" in summary
+
+
+CANONICAL_S4_RECORD = {"id": "m0", "unit": "p0", "disease": "Flux", "question": "What is it?",
+                       "request": "I feel odd.", "response": "Flux."}  # fmt: skip
+S4_RECORD = {"patient_id": 0, "patient_request": "I feel odd.", "doctor_response": "Flux.",
+             "symptom": ["Bloating"], "disease": "Flux"}  # fmt: skip
+PUBLISHED = {"id": "patient_id", "unit": "patient_id", "disease": "disease",
+             "request": "patient_request", "response": "doctor_response",
+             "symptoms": "symptom"}  # fmt: skip
+
+
+def test_an_s4_export_is_read_through_its_fields(cpu_only, tmp_path):
+    """A published-like export passes through the paper's `fields`; a column the mapping names
+    but the file lacks, or a field no column maps to, is one line."""
+    config = profile("smoke")
+    source = f"file:{tmp_path / 'export.jsonl'}"
+    config["s4"]["smoke"]["corpus"] = {"source": source, "fields": PUBLISHED}
+    write_jsonl([S4_RECORD], tmp_path / "export.jsonl")
+    assert "s4 corpus file" in preflight.run(config)[3]
+    write_jsonl([{k: v for k, v in S4_RECORD.items() if k != "doctor_response"}],
+                tmp_path / "export.jsonl")  # fmt: skip
+    assert failure(config).startswith(
+        "params s4.smoke.corpus: field 'response' maps to column 'doctor_response', which "
+        f"record 0 of '{source}' lacks"
+    )
+    config["s4"]["smoke"]["corpus"]["fields"] = {"id": "patient_id", "unit": "patient_id"}
+    write_jsonl([S4_RECORD], tmp_path / "export.jsonl")
+    assert failure(config).startswith(
+        f"params s4.smoke.corpus: the first record of '{source}' has no field 'request'; map a "
+        "column to it in s4.smoke.corpus.fields"
+    )
 
 
 @pytest.mark.skipif(

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from privleak import models
+from privleak.data import loaders
+from privleak.data.medical import CORPUS_FIELDS
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
 from privleak.pipeline import params as params_module
@@ -263,6 +265,30 @@ def check_corpus(key: str, spec: Any) -> str:
     return "hf hub"
 
 
+def check_s4_columns(key: str, spec: dict) -> None:
+    """A `file:` S4 corpus's first record, through the slot's `fields`, holds what s4_retrieve
+    reads (CORPUS_FIELDS, with `symptoms` standing in for `question`); else one line naming the
+    missing field or column."""
+    source = spec["source"]
+    if not source.startswith("file:"):
+        return
+    try:
+        records = loaders.load_corpus(source, fields=spec.get("fields"), n=1)
+    except PrivleakError as error:
+        raise PrivleakError(f"params {key}: {error}") from None
+    if not records:
+        return
+    needed = [f for f in CORPUS_FIELDS if f != "question"]
+    missing = [f for f in needed if f not in records[0]]
+    if "question" not in records[0] and "symptoms" not in records[0]:
+        missing.append("question (or symptoms)")
+    if missing:
+        raise PrivleakError(
+            f"params {key}: the first record of '{source}' has no field '{missing[0]}'; map a "
+            f"column to it in {key}.fields (columns: {', '.join(records[0])})"
+        )
+
+
 def _prepare_note(prepare: list, profile: str) -> str | None:
     """Say so when prepare_models would empty a data/models that holds models."""
     held = sorted(Path(p).parent.name for p in paths.MODELS.glob("*/config.json"))
@@ -308,6 +334,7 @@ def run(params: dict) -> list[str]:
     s4_corpus = _block(params, "s4", profile).get("corpus")
     if s4_corpus is not None:
         sources.append(f"s4 corpus {check_corpus(f's4.{profile}.corpus', s4_corpus)}")
+        check_s4_columns(f"s4.{profile}.corpus", s4_corpus)
     sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
     if isinstance(sequences, str) and sequences.startswith("file:"):
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
