@@ -271,14 +271,15 @@ if len(by_theta):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
     for ax, column, name in zip(axes, ["accuracy", "fluency"],
                                 ["accuracy (names the disease)",
-                                 "fluency: mean log-prob per token (public stream)"],
+                                 "fluency (log-prob per token, public stream)"],
                                 strict=True):  # fmt: skip
-        sns.pointplot(data=by_theta, x="theta", y=column, hue="label", ax=ax, **BOOTSTRAP)
+        sns.pointplot(data=by_theta, x="theta", y=column, hue="label", ax=ax, dodge=0.2,
+                      **BOOTSTRAP)  # fmt: skip
         ax.set_xlabel("θ (public stream weight)")
         ax.set_ylabel(name)
     axes[0].set_ylim(0, 1.05)
     fig.suptitle(
-        f"S4: accuracy and fluency vs θ, {LAW}; {len(swept)} questions whose disease holds "
+        f"S4: accuracy and fluency vs θ, {LAW}\n{len(swept)} questions whose disease holds "
         f"≥ {int(by_theta['frequency'].min())} documents; 95 % bootstrap CI (fluency is not a "
         "paper quantity)"
     )
