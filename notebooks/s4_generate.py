@@ -43,13 +43,13 @@ max_retrieve = None
 dp_icl = {"alpha": 1.0, "clip": 0.5, "theta": 0.01}
 generation = {
     "template": "chat",
-    "max_new_tokens": 6,
+    "max_new_tokens": 4,
     "min_new_tokens": 1,
     "max_batch_streams": 40,
     "rag_k": 2,
     "answer_prefix": "The disease is called",
 }
-thetas = [0.0, 1.0]
+thetas = [1.0]
 thetas_min_documents = 10
 
 # %%

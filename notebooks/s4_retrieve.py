@@ -41,7 +41,7 @@ retrieval = {
     "max_retrieve": None,
 }
 rag_k = 2
-questions = {"per_bucket": 2, "planted": 2}
+questions = {"per_bucket": 2, "planted": 1}
 voters = [2, 4]
 voters_min_documents = 10
 densities = {"documents": 30, "epsilon": 1.0, "k": 10, "p": 0.5, "draws": 2000}
