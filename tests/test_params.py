@@ -12,7 +12,9 @@ import yaml
 from privleak.errors import PrivleakError
 from privleak.pipeline import params, paths
 
-STAGES = list(yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"])
+DEFINED = yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"]
+# Every stage but `preflight` (a plain command, no notebook) runs a notebook.
+STAGES = [stage for stage in DEFINED if stage != "preflight"]
 PARAMS_FILE = paths.PARAMS_FILE
 
 
@@ -110,3 +112,26 @@ def test_run_with_profile_switches_then_restores(tmp_path, monkeypatch):
 def test_every_stage_runs_through_scripts_stage(stage):
     # scripts/stage finds the checkout's interpreter: `dvc repro` works without the venv on PATH.
     assert params.stage_definition(stage)["cmd"] == f"scripts/stage {stage}"
+
+
+def test_the_preflight_stage_starts_every_path_of_the_dag():
+    # A bare `dvc repro` reaches no stage before the preflight: every stage without an upstream
+    # stage depends on the preflight's record, and the record is never removed by DVC.
+    outputs = [
+        next(iter(o)) if isinstance(o, dict) else o
+        for stage in STAGES
+        for o in DEFINED[stage].get("outs", []) + DEFINED[stage].get("metrics", [])
+    ]
+
+    def upstream(deps):
+        return [o for o in outputs if any(d == o or d.startswith(o + "/") for d in deps)]
+
+    roots = [s for s in STAGES if not upstream(DEFINED[s]["deps"])]
+    assert roots, "no stage starts the DAG"
+    for stage in roots:
+        assert "data/preflight.txt" in DEFINED[stage]["deps"], stage
+    assert DEFINED["preflight"]["cmd"].startswith("scripts/python -m privleak.pipeline.preflight")
+    assert DEFINED["preflight"]["outs"] == [
+        {"data/preflight.txt": {"cache": False, "persist": True}}
+    ]
+    assert "params.yaml" in DEFINED["preflight"]["deps"]

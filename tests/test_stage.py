@@ -246,11 +246,12 @@ FAKE_PYTHON = '#!/bin/sh\necho "{name} $$ $PYTHONPATH $*" > "$MARKER"\n'
 
 @pytest.mark.parametrize("chosen", ["PRIVLEAK_PYTHON", "venv", "python3"])
 def test_wrapper_picks_the_interpreter_without_the_callers_path(tmp_path, chosen):
-    """$PRIVLEAK_PYTHON, else <checkout>/.venv/bin/python, else python3; exec'd, so its pid
-    is the wrapper's."""
+    """$PRIVLEAK_PYTHON, else <checkout>/.venv/bin/python, else python3; exec'd through
+    scripts/python, so its pid is the wrapper's."""
     checkout, bin_dir = tmp_path / "checkout", tmp_path / "bin"
     (checkout / "scripts").mkdir(parents=True)
-    shutil.copy(WRAPPER, checkout / "scripts" / "stage")
+    for script in ("stage", "python"):  # scripts/stage execs scripts/python
+        shutil.copy(WRAPPER.parent / script, checkout / "scripts" / script)
     fakes = {"venv": checkout / ".venv" / "bin" / "python", "python3": bin_dir / "python3"}
     fakes["PRIVLEAK_PYTHON"] = tmp_path / "chosen-python"
     for name, fake in fakes.items():
@@ -288,3 +289,28 @@ def test_make_repro_forwards_args_and_lab_allows_root():
     assert "dvc repro -s s0_text" in dry_run("repro", "ARGS=-s s0_text")
     lab = dry_run("lab")
     assert ("--allow-root" in lab) == (os.getuid() == 0)
+
+
+def test_a_second_run_of_the_stage_refuses_with_one_line_and_touches_nothing(tmp_path):
+    from filelock import FileLock
+
+    before = toy_project(tmp_path, "")
+    with FileLock(tmp_path / ".privleak" / "locks" / "toy.lock"):  # a first run, still going
+        done = stage(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "privleak: error: stage 'toy' is already running (another run holds "
+        ".privleak/locks/toy.lock); wait for it to end, then run again\n"
+    )
+    assert outputs(tmp_path) == before
+
+
+def test_a_notebook_that_skips_a_declared_output_fails_and_restores(tmp_path):
+    before = toy_project(tmp_path, 'pathlib.Path("extra").unlink()\n')
+    done = stage(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "privleak: error: stage 'toy' failed: PrivleakError: the notebook ended without writing "
+        "the declared output extra\n"
+    )
+    assert outputs(tmp_path) == before

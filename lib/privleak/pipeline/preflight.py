@@ -14,6 +14,11 @@ and the exit status is 2 (0 and a short summary when everything is in place):
    dialogs, S4's corpus) exists and is readable; every `hf:` dataset is a local folder, in the
    local HF caches, or (online) on the hub at its pinned revision;
 4. S1 sequences: a `file:` sequence list exists and is readable.
+
+dvc.yaml's first stage runs it with `--record data/preflight.txt` whenever params.yaml or a
+corpus under data/external changes, and every stage that starts the DAG depends on that file: a
+bare `dvc repro` stops here, before DVC removes any other stage's outputs. The file's text never
+changes, so a passing preflight reruns nothing downstream.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from privleak.pipeline.schema import FAMILY_DIR
 from privleak.vector_store import TFIDF
 
 HUB_TIMEOUT_S = 5.0
+RECORD_TEXT = "preflight passed\n"  # constant: dependents rerun for their own inputs only
 _DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
 
 
@@ -356,6 +362,7 @@ def run(params: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check this machine can run the profile.")
     parser.add_argument("--profile", help="check this profile instead of params.yaml's")
+    parser.add_argument("--record", type=Path, help="write this file when every check passes")
     args = parser.parse_args(argv)
     os.chdir(paths.ROOT)  # relative paths in params start where the stages run: the repo root
     try:
@@ -368,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             params["profile"] = args.profile
         print("\n".join(run(params)))
+        if args.record is not None:
+            args.record.parent.mkdir(parents=True, exist_ok=True)
+            args.record.write_text(RECORD_TEXT)
     except PrivleakError as error:
         print(f"privleak: preflight: {error}", file=sys.stderr)
         return 2

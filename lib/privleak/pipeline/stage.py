@@ -17,7 +17,14 @@ started are stopped. Every ending but success prints one line on stderr:
 - SIGINT (Ctrl-C), SIGTERM or SIGHUP, or the death of the process that launched the runner
   (handled as SIGTERM): `privleak: error: stage 's' interrupted (SIGINT); partial outputs
   removed`, exit 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells do.
-- bad params or stage name: the PrivleakError's line, exit 2, nothing touched.
+- bad params or stage name: the PrivleakError's line, exit 2.
+- another run of the same stage holds its lock (.privleak/locks/<stage>.lock):
+  `privleak: error: stage 's' is already running ...`, exit 2, nothing touched.
+
+`dvc repro` deletes a stage's outputs before it starts the runner. After any failure but the
+last, the recorded outputs that are missing (those in dvc.lock) come back from the DVC cache
+(privleak.pipeline.recorded), so whatever launched the run, the workspace holds what dvc.lock
+records and `dvc status` shows the stage changed only in what the user edited.
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
+from filelock import FileLock, Timeout
 
 from privleak.errors import PrivleakError, require
-from privleak.pipeline import checkpoint, paths
+from privleak.pipeline import checkpoint, paths, recorded
 from privleak.pipeline import params as params_module
 
 EXIT_ERROR = 2
@@ -350,6 +359,11 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
             began = True
             _execute(notebook, scratch, values, timeout)
             _publish(scratch, paths.REPORTS / stage)
+        unwritten = [_shown(o) for o in outputs.outputs if not _exists(o)]
+        require(
+            not unwritten,
+            f"the notebook ended without writing the declared output {', '.join(unwritten)}",
+        )
     except (Interrupted, Exception) as ending:
         _stop_descendants()
         kept = not isinstance(ending, Interrupted) and scratch.exists()
@@ -367,6 +381,49 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     _say(f"stage {stage}: {time.perf_counter() - started:.1f} s")
 
 
+@contextlib.contextmanager
+def _exclusive(stage: str):
+    """Hold .privleak/locks/<stage>.lock for the run: two runs of one stage would share its
+    set-aside outputs and scratch notebook, and each would remove what the other wrote."""
+    lock = paths.ROOT / ".privleak" / "locks" / f"{stage}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(lock, timeout=0):
+            yield
+    except Timeout:
+        raise PrivleakError(
+            f"stage '{stage}' is already running (another run holds {_shown(lock)}); wait for "
+            "it to end, then run again"
+        ) from None
+
+
+def _declared_outputs(stage: str, profile: str | None) -> list[Path] | None:
+    """The stage's declared outputs under params.yaml as DVC resolved them (no validation: the
+    params may be what failed); None when they cannot be resolved."""
+    try:
+        params = yaml.safe_load(paths.PARAMS_FILE.read_text())
+        if profile is not None:
+            params["profile"] = profile
+        return params_module.stage_outputs(stage, params)
+    except (PrivleakError, OSError, yaml.YAMLError, TypeError, AttributeError):
+        return None
+
+
+def _restore_recorded(stage: str, profile: str | None) -> str:
+    """Put back the recorded outputs that DVC removed before the failed run; the clause to add
+    to the failure line when the DVC cache no longer holds some of them, else ""."""
+    try:
+        _, unavailable = recorded.restore(stage, _declared_outputs(stage, profile))
+    except Exception as error:  # a damaged lock or cache: the failure line still comes first
+        return f"; its recorded outputs could not be restored ({_failure(error)})"
+    if not unavailable:
+        return ""
+    return (
+        f"; the DVC cache no longer holds its recorded {', '.join(unavailable)} (rebuild with "
+        f"`dvc repro -s {stage}`)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     _SIGNALS.install()
     _watch_launchers()
@@ -376,16 +433,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="fail any cell that runs longer (seconds)")
     args = parser.parse_args(argv)
     try:
-        run(args.stage, args.profile, args.timeout)
+        with _exclusive(args.stage):
+            try:
+                run(args.stage, args.profile, args.timeout)
+            except (Interrupted, PrivleakError) as ending:
+                ending.lost = _restore_recorded(args.stage, args.profile)
+                raise
     except Interrupted as ending:
         resumes = checkpoint.root(args.stage).exists()
         _say(
             f"privleak: error: stage '{args.stage}' interrupted ({ending}); partial outputs removed"
             + ("; finished units are kept in data/checkpoints, a rerun resumes" if resumes else "")
+            + ending.lost
         )
         return 128 + ending.signum
     except PrivleakError as error:
-        _say(f"privleak: error: {error}")
+        _say(f"privleak: error: {error}{getattr(error, 'lost', '')}")
         return EXIT_ERROR
     return 0
 
