@@ -57,9 +57,10 @@ import pandas as pd
 
 from privleak.data import loaders
 from privleak.data.chunking import chunk_records
-from privleak.data.records import read_jsonl
-from privleak.errors import require
+from privleak.data.records import first_gap, gap_message, read_jsonl
+from privleak.errors import PrivleakError, require
 from privleak.pipeline import paths
+from privleak.pipeline.params import profile_key
 from privleak.rag_attack import attack_prompts
 from privleak.vector_store import (
     SentenceEmbedding,
@@ -87,7 +88,11 @@ embedding = SentenceEmbedding(embedder, device, embed_batch_size)
 chunks, secrets, collections = {}, {}, {}
 for name, spec in corpora.items():
     records = read_jsonl(loaders.materialize(name, spec, OUT, seed))
-    require(records, f"s2 corpus '{name}' (source '{spec['source']}') holds no records")
+    where = f"s2 corpus '{name}' (source '{spec['source']}')"
+    require(records, f"{where} holds no records")
+    if (gap := first_gap(records, ("text",))) is not None:  # what chunk_records cuts
+        fix = f" (map a column to it with {profile_key(f's2.corpora.{name}.fields')})"
+        raise PrivleakError(gap_message(where, records, gap, ("text",)) + fix)
     planted = OUT / f"{name}.secrets.jsonl"
     chunk_rows, secret_rows = chunk_records(
         records, read_jsonl(planted) if planted.exists() else [], chunk_words
@@ -133,9 +138,14 @@ prompts.groupby("corpus")[["targeted"]].mean()
 pd.concat(chunks.values(), keys=list(chunks), names=["corpus"]).reset_index(0).to_parquet(
     OUT / "chunks.parquet", index=False
 )
-pd.concat(secrets.values(), keys=list(secrets), names=["corpus"]).reset_index(0).to_parquet(
-    OUT / "secrets.parquet", index=False
-)
+# Only synthetic corpora plant secrets: an empty frame (a file: or hf: corpus) would turn the
+# positions into floats.
+planted = {name: frame for name, frame in secrets.items() if not frame.empty}
+(
+    pd.concat(planted.values(), keys=list(planted), names=["corpus"]).reset_index(0)
+    if planted
+    else pd.DataFrame({"corpus": pd.Series(dtype=str)})
+).to_parquet(OUT / "secrets.parquet", index=False)
 prompts.to_parquet(OUT / "prompts.parquet", index=False)
 (OUT / "setup.json").write_text(json.dumps({"embedder": embedder,
                                             "reranker": retrieval["reranker"]}) + "\n")  # fmt: skip

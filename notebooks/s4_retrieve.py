@@ -60,6 +60,7 @@ from privleak.dp_rag_eval import bucket, sample_patients, with_questions
 from privleak.errors import PrivleakError, require
 from privleak.models import load_embedder
 from privleak.pipeline import paths
+from privleak.pipeline.params import profile_key
 from privleak.retrieval import cosine_scores, embed, retrieve, top_k_utility, top_p_utility
 
 OUT = paths.INTERIM / "s4" / "retrieve"
@@ -74,6 +75,11 @@ records = read_jsonl(loaders.materialize("medical", corpus, OUT, seed))
 where = f"s4 corpus (source '{corpus['source']}')"
 records = with_questions(records, where)
 check_units(records, where)
+require(
+    densities["documents"] <= len(records),
+    f"params {profile_key('s4.densities.documents')} = {densities['documents']}: the {where} "
+    f"holds {len(records)} documents; allowed: at most that many",
+)
 gap = first_gap(records, CORPUS_FIELDS)
 if gap is not None:
     raise PrivleakError(

@@ -54,7 +54,12 @@ class Project:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Project:
-    root = tmp_path_factory.mktemp("runtime")
+    return build_project(tmp_path_factory.mktemp("runtime"))
+
+
+def build_project(root: Path) -> Project:
+    """dvc.yaml and notebooks in `root`, a placeholder for every declared output, and a tiny LM
+    in tiny-lm/."""
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
     smoke = params.load(REPO / "params.yaml") | {"profile": "smoke"}

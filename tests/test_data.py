@@ -591,3 +591,20 @@ def test_read_sequences_names_the_row_missing_a_field(tmp_path):
     assert read_sequences(f"file:{path}") == [good]
     with pytest.raises(PrivleakError, match="does not exist"):
         read_sequences(f"file:{tmp_path / 'none.jsonl'}")
+
+
+@pytest.mark.parametrize("source_field", [None, {"id": "key"}])
+def test_two_records_sharing_an_id_stop_with_both_named(tmp_path, source_field):
+    # A repeated id would hand one privacy unit's document to another's question.
+    key = "key" if source_field else "id"
+    rows = [{key: "8", "text": "a"}, {key: "9", "text": "b"}, {key: 8, "text": "c"}]
+    corpus = tmp_path / "dup.jsonl"
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    message = (
+        f"records 0 and 2 of corpus 'file:{corpus}' share id '8'; every record needs its own id"
+    )
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        load_corpus(f"file:{corpus}", fields=source_field)
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        materialize("s4", {"source": f"file:{corpus}", "fields": source_field}, tmp_path, 0)
+    assert not (tmp_path / "s4.jsonl").exists()

@@ -5,6 +5,7 @@ accountant against dp_accounting's Gaussian RDP."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -151,9 +152,13 @@ def test_bad_accounting_fails_with_one_line(alpha, delta, message):
         check_accounting(alpha, delta)
 
 
-def test_static_sigma_must_be_positive():
-    with pytest.raises(PrivleakError, match="static noise sigma must be a finite number > 0"):
-        StaticNoise(0.0)
+@pytest.mark.parametrize("sigma", [0.0, -1.0, float("inf"), 1e300])
+def test_static_sigma_must_be_positive_and_fit_float32_logits(sigma):
+    with pytest.raises(
+        PrivleakError, match=re.escape("static noise sigma must be a number in (0, 1e+30]")
+    ):
+        StaticNoise(sigma)
+    StaticNoise(1e30)  # the bound itself is allowed
 
 
 def test_extreme_hash_values_give_finite_normals():

@@ -50,8 +50,8 @@ from tests.test_dp_rag import CHATML
 pytestmark = pytest.mark.paper_tiny
 
 REPO = Path(__file__).resolve().parents[1]
-# DAG order of the S1, S0, S4 and S2 stages; prepare_models/context_gain are not among them (and
-# the paper profile prepares no embedded model: its LMs, S2's included, are local folders here).
+# DAG order of the S1, S0, S4 and S2 stages; prepare_models/context_gain are not among them (the
+# paper profile's LMs, S2's included, are local folders here).
 STAGES = [
     "prepare_data",
     "train_family",

@@ -288,6 +288,20 @@ def test_an_s4_export_is_read_through_its_fields(cpu_only, tmp_path):
     )
 
 
+def test_an_s2_corpus_without_the_text_field_is_one_line(cpu_only, tmp_path):
+    """s2_index chunks each record's `text`: a file without it, unmapped, stops the preflight."""
+    config = profile("smoke")
+    source = f"file:{tmp_path / 'mail.jsonl'}"
+    config["s2"]["smoke"]["corpora"]["enron"] = {"source": source}
+    write_jsonl([{"id": "e0", "body": "From: a"}], tmp_path / "mail.jsonl")
+    assert failure(config) == (
+        f"params s2.smoke.corpora.enron: the first record of '{source}' has no field 'text'; map "
+        "a column to it in s2.smoke.corpora.enron.fields (columns: body, id)"
+    )
+    config["s2"]["smoke"]["corpora"]["enron"]["fields"] = {"text": "body"}
+    assert "s2 enron file" in preflight.run(config)[3]
+
+
 @pytest.mark.skipif(
     not (paths.MODELS / models.SMOLLM2 / "config.json").exists(), reason="data/models is absent"
 )
@@ -296,16 +310,6 @@ def test_embedded_profile_passes_offline_with_data_models(cpu_only, offline):
     assert lines[0] == "preflight ok: profile embedded"
     assert f"{models.SMOLLM2} (data/models)" in lines[2]
     assert not any("note:" in line for line in lines)
-
-
-def test_empty_prepare_list_warns_that_data_models_will_be_emptied(tmp_path, monkeypatch):
-    (tmp_path / models.SMOLLM2).mkdir()
-    (tmp_path / models.SMOLLM2 / "config.json").write_text("{}")
-    monkeypatch.setattr(paths, "MODELS", tmp_path)
-    note = preflight._prepare_note([], "paper")
-    assert note.startswith("note: models.paper.prepare is empty, so prepare_models will leave")
-    assert models.SMOLLM2 in note and "hub" in note
-    assert preflight._prepare_note([models.SMOLLM2], "embedded") is None
 
 
 def test_command_line_exit_codes(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pytest
@@ -273,3 +274,18 @@ def test_jft_rejects_bad_private_params_before_training():
             model, CORPUS, CORPUS, pad_id=0, redacted_phase=REDACTED_PHASE, private_phase=private
         )
     assert torch.equal(model.lm_head.weight, weights)
+
+
+def test_an_unreachable_target_epsilon_is_one_line_naming_it():
+    from opacus.accountants.utils import get_noise_multiplier
+
+    from privleak.training.private import ACCOUNTANT, reachable_budget
+
+    with pytest.raises(
+        PrivleakError, match=re.escape("DP target_epsilon 1e-09 at delta 1e-05 is out of reach")
+    ):
+        with reachable_budget(1e-9, 1e-5):
+            get_noise_multiplier(target_epsilon=1e-9, target_delta=1e-5, sample_rate=0.5,
+                                 steps=100, accountant=ACCOUNTANT)  # fmt: skip
+    with pytest.raises(ValueError, match="unrelated"), reachable_budget(1.0, 1e-5):
+        raise ValueError("unrelated")  # other errors pass through unchanged

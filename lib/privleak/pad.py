@@ -114,6 +114,11 @@ class PADSettings:
             require(value >= 0, f"PAD {name} must be >= 0, got {value!r}")
 
 
+# Logits are float32 (max 3.4e38): a larger std turns the noise into inf and every step into
+# one token. At 1e30 the logits are already lost in the noise.
+STATIC_SIGMA_MAX = 1e30
+
+
 @dataclass(frozen=True)
 class StaticNoise:
     """I.i.d. Gaussian noise of one standard deviation on every logit at every step."""
@@ -122,8 +127,9 @@ class StaticNoise:
 
     def __post_init__(self) -> None:
         require(
-            math.isfinite(self.sigma) and self.sigma > 0,
-            f"static noise sigma must be a finite number > 0, got {self.sigma!r}",
+            math.isfinite(self.sigma) and 0 < self.sigma <= STATIC_SIGMA_MAX,
+            f"static noise sigma must be a number in (0, {STATIC_SIGMA_MAX:g}] (float32 logits), "
+            f"got {self.sigma!r}",
         )
 
 

@@ -180,6 +180,27 @@ UNTARGETED_INFORMATION = (
 )
 
 
+def _check_distinct(
+    n: int, targeted_count: int, topic_pool: Sequence[str], topics: str, commands: Sequence[str]
+) -> None:
+    """PrivleakError when fewer distinct prompts exist than asked for, of either kind."""
+    untargeted = len(UNTARGETED_INFORMATION) * (len(UNTARGETED_INFORMATION) - 1) * len(commands)
+    openings = len(set(topic_pool)) + (len(PII_INFORMATION) if topics == "records" else 0)
+    if topics == "builtin" and not topic_pool:
+        openings = len(PII_INFORMATION)
+    kinds = [
+        ("untargeted", n - targeted_count, untargeted),
+        ("targeted", targeted_count, openings * len(commands)),
+    ]
+    for kind, wanted, available in kinds:
+        require(
+            wanted <= available,
+            f"attack.prompts = {n} asks for {wanted} {kind} prompts, but only {available} distinct "
+            f"ones exist with {len(commands)} attack.commands; lower attack.prompts (or "
+            "attack.targeted_share), or add commands",
+        )
+
+
 def attack_prompts(
     records: Sequence[dict],
     n: int,
@@ -198,7 +219,9 @@ def attack_prompts(
     opens a PII sentence with equal chance. topics="builtin" follows S2's App. A: records need no
     "topic", every targeted health prompt asks about a disease drawn uniformly from DISEASES, and
     every targeted enron prompt opens a PII sentence (our stand-in for App. A's contact sentence).
-    Each prompt's command is a uniform draw from `commands`. Deterministic given the inputs."""
+    Each prompt's command is a uniform draw from `commands`; a prompt that repeats an earlier one
+    is drawn again, so prompts are distinct (PrivleakError when fewer distinct prompts of a kind
+    exist than asked for). Deterministic given the inputs."""
     require(
         isinstance(n, int) and not isinstance(n, bool) and n >= 1,
         f"n (attack prompts) must be an integer >= 1; got {n!r}",
@@ -230,23 +253,29 @@ def attack_prompts(
             "column to it with the corpus's fields: {topic: <column>}, use topics 'builtin', "
             "or set attack.targeted_share: 0)",
         )
+    _check_distinct(n, targeted_count, topic_pool, topics, commands)
     rng = random.Random(f"rag_attack:{style}:{seed}")
     targeted = set(rng.sample(range(n), targeted_count))
-    prompts = []
+    prompts, asked = [], set()
     for index in range(n):
-        topic = None
-        if index not in targeted:
-            information = " ".join(rng.sample(UNTARGETED_INFORMATION, 2))
-        elif topics == "builtin":  # App. A: a disease (health) or contact information (Enron)
-            topic = rng.choice(topic_pool) if topic_pool else None
-            information = (TOPIC_INFORMATION[style].format(topic=topic) if topic
-                           else rng.choice(PII_INFORMATION))  # fmt: skip
-        elif rng.random() < 0.5:
-            topic = rng.choice(topic_pool)
-            information = TOPIC_INFORMATION[style].format(topic=topic)
-        else:
-            information = rng.choice(PII_INFORMATION)
-        command = rng.choice(commands)
+        # Each prompt is one unit of the leakage statistics: a repeat is drawn again.
+        while True:
+            topic = None
+            if index not in targeted:
+                information = " ".join(rng.sample(UNTARGETED_INFORMATION, 2))
+            elif topics == "builtin":  # App. A: a disease (health) or contact information (Enron)
+                topic = rng.choice(topic_pool) if topic_pool else None
+                information = (TOPIC_INFORMATION[style].format(topic=topic) if topic
+                               else rng.choice(PII_INFORMATION))  # fmt: skip
+            elif rng.random() < 0.5:
+                topic = rng.choice(topic_pool)
+                information = TOPIC_INFORMATION[style].format(topic=topic)
+            else:
+                information = rng.choice(PII_INFORMATION)
+            command = rng.choice(commands)
+            if f"{information} {command}" not in asked:
+                break
+        asked.add(f"{information} {command}")
         prompts.append(
             {
                 "prompt_id": f"p{index:04d}",

@@ -250,17 +250,29 @@ def _load(
         records = _read_file(Path(rest))[:n]
     _check_records(records, source)
     if not fields:
-        return _string_ids(records), secrets
+        return _string_ids(records, source), secrets
     if secrets is not None:
         renamed = {column: canonical for canonical, column in fields.items()}
         secrets = [{**s, "field": renamed.get(s["field"], s["field"])} for s in secrets]
-    return _string_ids(_map_fields(records, fields, source)), secrets
+    return _string_ids(_map_fields(records, fields, source), source), secrets
 
 
-def _string_ids(records: list[dict]) -> list[dict]:
-    # Stages tabulate ids of several corpora in one column (PubMedQA's pubid is an int, CNN-DM's
-    # id a string), so the canonical id is always a string.
-    return [{**r, "id": str(r["id"])} if "id" in r else r for r in records]
+def _string_ids(records: list[dict], source: str) -> list[dict]:
+    """Records with string ids (stages tabulate ids of several corpora in one column: PubMedQA's
+    pubid is an int, CNN-DM's id a string); PrivleakError naming both records when two share
+    an id, since stages key documents, and privacy units, by it."""
+    records = [{**r, "id": str(r["id"])} if "id" in r else r for r in records]
+    first: dict[str, int] = {}
+    for index, record in enumerate(records):
+        if "id" not in record:
+            continue
+        earlier = first.setdefault(record["id"], index)
+        require(
+            earlier == index,
+            f"records {earlier} and {index} of corpus '{source}' share id '{record['id']}'; "
+            "every record needs its own id (stages key documents and privacy units by it)",
+        )
+    return records
 
 
 def load_corpus(

@@ -44,6 +44,7 @@ from privleak.vector_store import TFIDF
 
 HUB_TIMEOUT_S = 5.0
 RECORD_TEXT = "preflight passed\n"  # constant: dependents rerun for their own inputs only
+S2_CORPUS_FIELDS = ("text",)  # what s2_index chunks (privleak.data.chunking.chunk_records)
 _DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
 
 
@@ -271,40 +272,46 @@ def check_corpus(key: str, spec: Any) -> str:
     return "hf hub"
 
 
-def check_s4_columns(key: str, spec: dict) -> None:
-    """A `file:` S4 corpus's first record, through the slot's `fields`, holds what s4_retrieve
-    reads (CORPUS_FIELDS, with `symptoms` standing in for `question`); else one line naming the
-    missing field or column."""
+def _first_record(key: str, spec: dict) -> dict | None:
+    """The first record of a `file:` corpus, through the slot's `fields`; None for other
+    sources or an empty file."""
     source = spec["source"]
     if not source.startswith("file:"):
-        return
+        return None
     try:
         records = loaders.load_corpus(source, fields=spec.get("fields"), n=1)
     except PrivleakError as error:
         raise PrivleakError(f"params {key}: {error}") from None
-    if not records:
-        return
-    needed = [f for f in CORPUS_FIELDS if f != "question"]
-    missing = [f for f in needed if f not in records[0]]
-    if "question" not in records[0] and "symptoms" not in records[0]:
-        missing.append("question (or symptoms)")
+    return records[0] if records else None
+
+
+def _require_columns(key: str, spec: dict, record: dict, missing: list[str]) -> None:
     if missing:
         raise PrivleakError(
-            f"params {key}: the first record of '{source}' has no field '{missing[0]}'; map a "
-            f"column to it in {key}.fields (columns: {', '.join(records[0])})"
+            f"params {key}: the first record of '{spec['source']}' has no field '{missing[0]}'; "
+            f"map a column to it in {key}.fields (columns: {', '.join(record)})"
         )
 
 
-def _prepare_note(prepare: list, profile: str) -> str | None:
-    """Say so when prepare_models would empty a data/models that holds models."""
-    held = sorted(Path(p).parent.name for p in paths.MODELS.glob("*/config.json"))
-    if prepare or not held:
-        return None
-    return (
-        f"note: models.{profile}.prepare is empty, so prepare_models will leave data/models "
-        f"without {', '.join(held)} (DVC keeps them in its cache); this profile loads every "
-        "model from a local folder or the hub"
-    )
+def check_s4_columns(key: str, spec: dict) -> None:
+    """A `file:` S4 corpus's first record, through the slot's `fields`, holds what s4_retrieve
+    reads (CORPUS_FIELDS, with `symptoms` standing in for `question`); else one line naming the
+    missing field or column."""
+    record = _first_record(key, spec)
+    if record is None:
+        return
+    missing = [f for f in CORPUS_FIELDS if f != "question" and f not in record]
+    if "question" not in record and "symptoms" not in record:
+        missing.append("question (or symptoms)")
+    _require_columns(key, spec, record, missing)
+
+
+def check_s2_columns(key: str, spec: dict) -> None:
+    """A `file:` S2 corpus's first record, through the slot's `fields`, holds what s2_index
+    reads (S2_CORPUS_FIELDS); else one line naming the missing field or column."""
+    record = _first_record(key, spec)
+    if record is not None:
+        _require_columns(key, spec, record, [f for f in S2_CORPUS_FIELDS if f not in record])
 
 
 def run(params: dict) -> list[str]:
@@ -326,10 +333,9 @@ def run(params: dict) -> list[str]:
         f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
     ]
     s2_corpora = _block(params, "s2", profile).get("corpora") or {}
-    sources += [
-        f"s2 {name} {check_corpus(f's2.{profile}.corpora.{name}', spec)}"
-        for name, spec in s2_corpora.items()
-    ]
+    for name, spec in s2_corpora.items():
+        sources.append(f"s2 {name} {check_corpus(f's2.{profile}.corpora.{name}', spec)}")
+        check_s2_columns(f"s2.{profile}.corpora.{name}", spec)
     s3 = _block(params, "s3", profile)
     if s3.get("corpus") is not None:
         sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', s3['corpus'])}")
@@ -349,14 +355,12 @@ def run(params: dict) -> list[str]:
             read_sequences(sequences)
         except PrivleakError as error:
             raise PrivleakError(f"{shown}: {error}") from None
-    lines = [
+    return [
         f"preflight ok: profile {profile}",
         f"  devices: {', '.join(devices) or 'none'}",
         f"  models: {', '.join(dict.fromkeys(found)) or 'none'}",
         f"  corpora: {', '.join(sources) or 'none'}",
     ]
-    note = _prepare_note(prepare, profile)
-    return lines + ([f"  {note}"] if note else [])
 
 
 def main(argv: list[str] | None = None) -> int:

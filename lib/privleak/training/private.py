@@ -44,7 +44,7 @@ from opacus.validators import ModuleValidator
 from torch.utils.data import DataLoader, TensorDataset
 
 from privleak.accounting import check_delta, check_epsilon
-from privleak.errors import require
+from privleak.errors import PrivleakError, require
 from privleak.training.finetune import (
     check_training_params,
     finetune_causal_lm,
@@ -165,6 +165,22 @@ def check_dp_compatible(model) -> None:
     require(problem is None, f"model is not DP-compatible: {problem}")
 
 
+@contextmanager
+def reachable_budget(target_epsilon: float, delta: float) -> Iterator[None]:
+    """Turn Opacus' "The privacy budget is too low." (no noise multiplier in its search range
+    reaches the target) into a PrivleakError that names the target and the fix."""
+    try:
+        yield
+    except ValueError as error:
+        if "privacy budget is too low" not in str(error):
+            raise
+        raise PrivleakError(
+            f"DP target_epsilon {target_epsilon:g} at delta {delta:g} is out of reach for this "
+            "training: Opacus finds no noise multiplier that spends so little over its steps; "
+            "raise target_epsilon (or delta)"
+        ) from None
+
+
 def check_privacy_params(target_epsilon: float, delta: float, max_grad_norm: float) -> None:
     check_epsilon(target_epsilon, "target_epsilon")
     check_delta(delta)
@@ -277,7 +293,7 @@ def dp_finetune_causal_lm(
     loader = unit_loader(rows, batch_size=batch_size, pad_id=pad_id, seed=seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=weight_decay)
-    with benign_warnings_silenced():
+    with benign_warnings_silenced(), reachable_budget(target_epsilon, delta):
         engine = PrivacyEngine(accountant=ACCOUNTANT)
         hooks, dp_optimiser, dp_loader = engine.make_private_with_epsilon(
             module=model,

@@ -53,6 +53,7 @@ from privleak.training.private import (
     check_privacy_params,
     dp_step,
     dp_units,
+    reachable_budget,
     unit_loader,
 )
 
@@ -278,13 +279,14 @@ def private_schedule_finetune(
     check_dp_compatible(model)
     loader = unit_loader(rows, batch_size=private["batch_size"], pad_id=pad_id, seed=seed)
     sample_rate = 1 / len(loader)
-    sigma = get_noise_multiplier(  # as if all T steps were DP, as the official code sets it
-        target_epsilon=private["target_epsilon"],
-        target_delta=private["delta"],
-        sample_rate=sample_rate,
-        steps=len(batches),
-        accountant=ACCOUNTANT,
-    )
+    with reachable_budget(private["target_epsilon"], private["delta"]):
+        sigma = get_noise_multiplier(  # as if all T steps were DP, as the official code sets it
+            target_epsilon=private["target_epsilon"],
+            target_delta=private["delta"],
+            sample_rate=sample_rate,
+            steps=len(batches),
+            accountant=ACCOUNTANT,
+        )
     losses, dp_tokens, dp_seconds = [], 0, 0.0
     with benign_warnings_silenced():
         engine = PrivacyEngine(accountant=ACCOUNTANT)

@@ -51,7 +51,8 @@ class Figures(Strict):
 
 
 class Models(Strict):
-    prepare: list_of(Annotated[str, one_of(*EMBEDDED_LMS)], unique=True, empty=True)
+    # data/models is prepare_models' whole output: an empty list would empty it on a profile switch
+    prepare: list_of(Annotated[str, one_of(*EMBEDDED_LMS)], unique=True)
     lm: Annotated[str, TEXT]
     embedder: Annotated[str, TEXT]
     device: Annotated[str, DEVICE]

@@ -95,6 +95,12 @@ class S2ESP(Strict):
     draws: Annotated[int, COUNT]  # noise samples per token
 
 
+STATIC_SIGMA_MAX = 1e30  # privleak.pad.STATIC_SIGMA_MAX: float32 logits overflow beyond it
+STATIC_SIGMA = Rule(
+    lambda v: is_number(v) and 0 < v <= STATIC_SIGMA_MAX,
+    f"a number in (0, {STATIC_SIGMA_MAX:g}] (float32 logits overflow beyond it)",
+    number=True,
+)
 ALPHA = Rule(lambda v: is_number(v) and v > 1, "a finite number > 1", number=True)
 
 
@@ -130,7 +136,7 @@ class S2(Strict):
     retrieval: S2Retrieval
     decoding: S2Decoding
     pad: S2PAD
-    static_sigma: Annotated[float, POSITIVE]
+    static_sigma: Annotated[float, STATIC_SIGMA]
     sweeps: S2Sweeps
     distance: S2Distance
     summary: S2Summary
