@@ -351,12 +351,6 @@ CASES = {
         9,
         "s0.smoke.ngram.examples = 9: must be <= data.smoke.pubmedqa.n (4)",
     ),
-    "embedded_lm_not_prepared": Case(
-        "s0.paper.lms",
-        ["smollm2-135m-instruct"],
-        "s0.paper.lms[0] = 'smollm2-135m-instruct': an embedded model must be listed in "
-        "models.paper.prepare",
-    ),
     "family_heads": Case(
         "family.smoke.sizes.h8.heads",
         3,
@@ -399,6 +393,9 @@ CASES = {
     ),
     "claims_alpha": Case(
         "claims.paper.alpha", 0.5, "claims.paper.alpha = 0.5: must be a number in (0, 0.5)"
+    ),
+    "nothing_to_prepare": Case(  # data/models is prepare_models' whole output
+        "models.paper.prepare", [], "models.paper.prepare = []: must not be empty"
     ),
     "one_stream_per_batch": Case(
         "s0.smoke.max_batch_streams", 1, "s0.smoke.max_batch_streams = 1: must be an integer >= 2"

@@ -109,11 +109,15 @@ def test_builtin_health_prompts_all_ask_about_a_disease_as_app_a():
     assert all(p["topic"] is None for p in by_diseases if not p["targeted"])
 
 
-def test_builtin_targets_of_the_enron_style_are_pii_openers():
-    prompts = attack_prompts(NO_TOPIC_RECORDS, 20, 1, targeted_share=1.0, style="enron",
+def test_builtin_targets_of_the_enron_style_are_app_a_contact_sentences():
+    prompts = attack_prompts(NO_TOPIC_RECORDS, 250, 1, targeted_share=1.0, style="enron",
                              topics="builtin")  # fmt: skip
     assert all(p["targeted"] and p["topic"] is None for p in prompts)
-    assert all(p["information"] in PII_INFORMATION for p in prompts)
+    contact = re.compile(
+        r"If you need more elaborate information, please contact us via email [\w.]+@[\w.]+\.\w+\."
+    )
+    assert all(contact.fullmatch(p["information"]) for p in prompts)
+    assert len({p["question"] for p in prompts}) == 250
 
 
 def test_commands_are_drawn_from_the_given_list():

@@ -17,8 +17,9 @@ import pytest
 
 from privleak.errors import PrivleakError
 from privleak.pipeline import paths, schema
+from privleak.pipeline.schema.s3 import S3
 from tests.test_bad_runtime_inputs import project  # noqa: F401 (a fixture)
-from tests.test_s4_inputs import _edit, _one_error_line, _untouched
+from tests.test_s4_inputs import _edit, _one_error_line, _untouched, leaf_paths, uncovered
 
 BLOCK = "s3.embedded"
 DOMAINS = "AIRLINE, MEDIA, INSURANCE, FASTFOOD, FINANCE, SOFTWARE"
@@ -36,6 +37,11 @@ def params_with(key: str, value) -> dict:
 
 
 KEYWORDS = {"AIRLINE": ["flight"], "MEDIA": ["episode"], "INSURANCE": ["claim"]}
+GENERATOR_TYPO = (
+    "unknown synthetic generator; allowed: synthetic:cnn_dm, synthetic:dialogs, "
+    "synthetic:enron, synthetic:healthcaremagic, synthetic:icliniq, "
+    "synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa"
+)
 PARAM_CASES = {
     "unknown_domain": ("domain", "AIRLNE", f"domain = 'AIRLNE': must be one of {DOMAINS}"),
     "unknown_private_domain": ("private_domains", ["AIRLINE", "RETAIL"],
@@ -114,6 +120,131 @@ PARAM_CASES = {
         "base = 'data/family/h999': must be data/family/<size> with a size of "
         "family.embedded.sizes (h32, h64, h96, h128)",
     ),
+    "base_a_number": ("base", 64, "base = 64: must be a non-empty string"),
+    "corpus_generator_typo": ("corpus.source", "synthetic:dialog",
+                              "corpus.source = 'synthetic:dialog': " + GENERATOR_TYPO),
+    "corpus_file_outside_the_corpora_folder": (
+        "corpus.source", "file:dialogs.jsonl",
+        "corpus.source = 'file:dialogs.jsonl': a file: path must lie under "
+        "data/external/corpora/ (so DVC tracks it as a dependency)",
+    ),
+    "corpus_n_float": ("corpus.n", 600.0, "corpus.n = 600.0: must be null or an integer >= 1"),
+    "corpus_fields_a_string": (
+        "corpus.fields", "text",
+        "corpus.fields = 'text': must be a mapping of canonical names to source columns, "
+        "e.g. {text: body}",
+    ),
+    "corpus_option_typo": ("corpus.options.turn", [4, 6],
+                           "corpus.options.turn: unknown key; did you mean 'turns'?"),
+    "corpus_turns_reversed": ("corpus.options.turns", [6, 4],
+                              "corpus.options.turns = [6, 4]: must be [fewest, most] exchanges"),
+    "corpus_domains_repeated": ("corpus.options.domains", ["AIRLINE", "AIRLINE"],
+                                "corpus.options.domains[1] = 'AIRLINE': repeats an earlier item"),
+    "corpus_revision_of_a_synthetic_source": (
+        "corpus.revision", "main", "corpus.revision = 'main': applies only to hf: sources",
+    ),
+    "test_share_percent": ("test_share", 50, "test_share = 50: must be a number in (0, 1)"),
+    "lower_case_domain": ("domain", "airline", f"domain = 'airline': must be one of {DOMAINS}"),
+    "private_domains_empty": ("private_domains", [], "private_domains = []: must not be empty"),
+    "private_domains_repeated": ("private_domains", ["AIRLINE", "MEDIA", "MEDIA"],
+                                 "private_domains[2] = 'MEDIA': repeats an earlier item"),
+    "private_domains_one_name": ("private_domains", "AIRLINE",
+                                 "private_domains = 'AIRLINE': must be a list"),
+    "keyword_list_a_string": ("keywords", KEYWORDS | {"AIRLINE": "flight"},
+                              "keywords.AIRLINE = 'flight': must be a list"),
+    "fine_tune_epochs_float": ("classifier.fine_tune.epochs", 1.5,
+                               "classifier.fine_tune.epochs = 1.5: must be an integer >= 1"),
+    "fine_tune_batch_size_zero": ("classifier.fine_tune.batch_size", 0,
+                                  "classifier.fine_tune.batch_size = 0: must be an integer >= 1"),
+    "fine_tune_learning_rate_read_as_text": (
+        "classifier.fine_tune.learning_rate", "1e-3",
+        "classifier.fine_tune.learning_rate = '1e-3': must be a finite number > 0 (YAML reads "
+        "1e-3 as text; write 1.0e-3)",
+    ),
+    "fine_tune_max_windows_float": (
+        "classifier.fine_tune.max_windows", 4000.0,
+        "classifier.fine_tune.max_windows = 4000.0: must be an integer >= 1",
+    ),
+    "fine_tune_key_typo": ("classifier.fine_tune.epoch", 1,
+                           "classifier.fine_tune.epoch: unknown key; did you mean 'epochs'?"),
+    "window_zero": ("classifier.window", 0, "classifier.window = 0: must be an integer >= 1"),
+    "window_float": ("classifier.window", 16.0,
+                     "classifier.window = 16.0: must be an integer >= 1"),
+    "threshold_one": ("classifier.threshold", 1.0,
+                      "classifier.threshold = 1.0: must be a number in (0, 1)"),
+    "classifier_batch_size_zero": ("classifier.batch_size", 0,
+                                   "classifier.batch_size = 0: must be an integer >= 1"),
+    "public_file_not_a_table": (
+        "classifier.public.source", "file:data/external/corpora/public.txt",
+        "classifier.public.source = 'file:data/external/corpora/public.txt': a file: path must "
+        "end in .csv, .json, .jsonl, .parquet",
+    ),
+    "public_without_n": (
+        "classifier.public.n", None,
+        "classifier.public.n: missing; a synthetic: source needs n (records to generate)",
+    ),
+    "public_n_zero": ("classifier.public.n", 0,
+                      "classifier.public.n = 0: must be null or an integer >= 1"),
+    "public_fields_a_list": (
+        "classifier.public.fields", ["text", "domain"],
+        "classifier.public.fields = ['text', 'domain']: must be a mapping of canonical names to "
+        "source columns, e.g. {text: body}",
+    ),
+    "public_option_typo": (
+        "classifier.public.options.share", 0.1,
+        "classifier.public.options.share: unknown key; allowed: domains, turns, "
+        "travel_insurance_share",
+    ),
+    "public_turns_below_three": ("classifier.public.options.turns", [2, 6],
+                                 "classifier.public.options.turns[0] = 2: must be an integer >= 3"),
+    "public_revision_of_a_synthetic_source": (
+        "classifier.public.revision", "v1",
+        "classifier.public.revision = 'v1': applies only to hf: sources",
+    ),
+    "seeds_zero": ("seeds", 0, "seeds = 0: must be an integer >= 1"),
+    "seeds_float": ("seeds", 6.0, "seeds = 6.0: must be an integer >= 1"),
+    "train_epochs_zero": ("train.epochs", 0, "train.epochs = 0: must be an integer >= 1"),
+    "train_batch_size_float": ("train.batch_size", 8.0,
+                               "train.batch_size = 8.0: must be an integer >= 1"),
+    "seq_len_one": ("train.seq_len", 1, "train.seq_len = 1: must be an integer >= 2"),
+    "train_learning_rate_read_as_text": (
+        "train.learning_rate", "3e-3",
+        "train.learning_rate = '3e-3': must be a finite number > 0 (YAML reads 3e-3 as text; "
+        "write 3.0e-3)",
+    ),
+    "max_grad_norm_zero": ("dp.max_grad_norm", 0.0,
+                           "dp.max_grad_norm = 0.0: must be a finite number > 0"),
+    "dp_batch_size_float": ("dp.batch_size", 16.0,
+                            "dp.batch_size = 16.0: must be an integer >= 1"),
+    "dp_learning_rate_negative": ("dp.learning_rate", -0.003,
+                                  "dp.learning_rate = -0.003: must be a finite number > 0"),
+    "delta_read_as_text": (
+        "dp.delta", "1e-5",
+        "dp.delta = '1e-5': must be a number in (0, 1) (YAML reads 1e-5 as text; write 1.0e-5)",
+    ),
+    "schedule_option_zero": ("schedule.options", {"sharpness": 0.0},
+                             "schedule.options.sharpness = 0.0: must be a finite number > 0"),
+    "schedule_options_a_string": ("schedule.options", "sharpness",
+                                  "schedule.options = 'sharpness': must be a mapping"),
+    "attack_prompts_zero": ("attack.prompts", 0, "attack.prompts = 0: must be an integer >= 1"),
+    "context_turns_zero": ("attack.context_turns", 0,
+                           "attack.context_turns = 0: must be an integer >= 1"),
+    "samples_float": ("attack.samples", 10.0, "attack.samples = 10.0: must be an integer >= 1"),
+    "top_k_zero": ("attack.top_k", 0, "attack.top_k = 0: must be an integer >= 1"),
+    "attack_max_new_tokens_zero": ("attack.max_new_tokens", 0,
+                                   "attack.max_new_tokens = 0: must be an integer >= 1"),
+    "attack_batch_size_text": ("attack.batch_size", "8",
+                               "attack.batch_size = '8': must be an integer >= 1"),
+    "n_boot_too_few": ("render.n_boot", 10, "render.n_boot = 10: must be an integer >= 100"),
+    "n_boot_float": ("render.n_boot", 1000.0,
+                     "render.n_boot = 1000.0: must be an integer >= 100"),
+    "render_alpha_half": ("render.alpha", 0.5, "render.alpha = 0.5: must be a number in (0, 0.5)"),
+    "render_alpha_percent": ("render.alpha", "5%",
+                             "render.alpha = '5%': must be a number in (0, 0.5)"),
+    "classifier_model_empty": ("classifier.model", "",
+                               "classifier.model = '': must be null or a non-empty string"),
+    "keyword_repeated": ("keywords", {"AIRLINE": ["flight", "flight"]},
+                         "keywords.AIRLINE[1] = 'flight': repeats an earlier item"),
 }  # fmt: skip
 
 
@@ -124,6 +255,15 @@ def test_bad_s3_param_is_one_line_naming_its_key(case):
         schema.validate(params_with(key, value))
     assert "\n" not in str(error.value)
     assert str(error.value).startswith(f"params.yaml: {BLOCK}.{message}"), str(error.value)
+
+
+def test_the_catalogue_covers_every_s3_param():
+    """Every leaf param of the s3 block (the keys of both corpus slots, corpus and
+    classifier.public, included) has a bad-value case, so a param added to S3 without one
+    fails here."""
+    leaves = leaf_paths(S3)
+    assert {"base", "classifier.fine_tune.max_windows", "classifier.public.revision"} <= set(leaves)
+    assert not uncovered(S3, [key for key, *_ in PARAM_CASES.values()])
 
 
 def test_valid_variants_pass():

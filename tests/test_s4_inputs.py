@@ -12,7 +12,10 @@ every question answered from the public stream alone, and s4_retrieve says so.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import types
+import typing
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +25,8 @@ from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
 from privleak.errors import PrivleakError
 from privleak.pipeline import paths, schema
+from privleak.pipeline.schema.base import Strict
+from privleak.pipeline.schema.s4 import S4
 from tests.conftest import tiny_llama, word_tokenizer
 from tests.test_bad_runtime_inputs import REPO, Project, project  # noqa: F401 (a fixture)
 
@@ -29,9 +34,59 @@ BLOCK = "s4.embedded"
 
 
 def params_with(group: str, key: str, value) -> dict:
+    """The repository's params with s4.embedded.<group>.<key> set to value (key may be dotted;
+    group "" for a key of the block itself)."""
     tree = schema.load_yaml(paths.PARAMS_FILE.read_text())
-    tree["s4"]["embedded"][group][key] = value
+    node = tree["s4"]["embedded"]
+    *parents, last = case_path(group, key).split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
     return tree
+
+
+def case_path(group: str, key: str) -> str:
+    return f"{group}.{key}" if group else key
+
+
+def _strict_model(annotation) -> type[Strict] | None:
+    """The Strict model an annotation is, or holds as an alternative (`S3FineTune | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, Strict):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for alternative in typing.get_args(annotation):
+            if model := _strict_model(alternative):
+                return model
+    return None
+
+
+def leaf_paths(model: type[Strict], prefix: str = "") -> list[str]:
+    """Every leaf key path of a block model: nested Strict models are walked into, and so are
+    the values of a dict of Strict models (such as s2 corpora, whose names become `*`)."""
+    leaves = []
+    for name, field in model.model_fields.items():
+        annotation, path = field.annotation, prefix + name
+        if nested := _strict_model(annotation):
+            leaves += leaf_paths(nested, path + ".")
+        elif typing.get_origin(annotation) is dict and (
+            values := _strict_model(typing.get_args(annotation)[1])
+        ):
+            leaves += leaf_paths(values, path + ".*.")
+        else:
+            leaves.append(path)
+    return leaves
+
+
+def uncovered(model: type[Strict], case_paths: list[str]) -> list[str]:
+    """The leaf paths of `model` no case path names: a case covers a leaf when its path is the
+    leaf's (`*` standing for any one key) or lies below it (`corpus.options.domains`,
+    `attack.commands.default`)."""
+
+    def covers(leaf: str, path: str) -> bool:
+        pattern = r"[^.]+".join(map(re.escape, leaf.split("*")))
+        return re.fullmatch(pattern + r"(?:[.\[].*)?", path) is not None
+
+    return [leaf for leaf in leaf_paths(model) if not any(covers(leaf, p) for p in case_paths)]
 
 
 PARAM_CASES = {
@@ -71,6 +126,95 @@ PARAM_CASES = {
                          "generation.template = 'xml': must be one of chat, plain"),
     "unknown_utility": ("retrieval", "utility", "top_j",
                         "retrieval.utility = 'top_j': must be one of top_k, top_p"),
+    "lm_empty": ("", "lm", "", "lm = '': must be a non-empty string"),
+    "lm_dtype_abbreviated": (
+        "", "lm_dtype", "bf16",
+        "lm_dtype = 'bf16': must be null or one of float32, float16, bfloat16",
+    ),
+    "corpus_generator_typo": (
+        "corpus", "source", "synthetic:medical",
+        "corpus.source = 'synthetic:medical': unknown synthetic generator; allowed: "
+        "synthetic:cnn_dm, synthetic:dialogs, synthetic:enron, synthetic:healthcaremagic, "
+        "synthetic:icliniq, synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa",
+    ),
+    "corpus_n_float": ("corpus", "n", 1000.0,
+                       "corpus.n = 1000.0: must be null or an integer >= 1"),
+    "corpus_n_below_the_density_documents": ("corpus", "n", 20,
+                                             "densities.documents = 30: must be <= corpus.n (20)"),
+    "corpus_field_mapped_to_a_number": (
+        "corpus", "fields", {"text": 3},
+        "corpus.fields = {text: 3}: must be a mapping of canonical names to source columns, "
+        "e.g. {text: body}",
+    ),
+    "corpus_option_typo": (
+        "corpus", "options.concentraton", 0.5,
+        "corpus.options.concentraton: unknown key; did you mean 'concentration'?",
+    ),
+    "corpus_concentration_zero": (
+        "corpus", "options.concentration", 0.0,
+        "corpus.options.concentration = 0.0: must be a finite number > 0",
+    ),
+    "corpus_revision_of_a_synthetic_source": (
+        "corpus", "revision", "main",
+        "corpus.revision = 'main': applies only to hf: sources",
+    ),
+    "embed_batch_size_float": ("", "embed_batch_size", 64.0,
+                               "embed_batch_size = 64.0: must be an integer >= 1"),
+    "epsilons_one_number": ("budget", "epsilons", 5.0, "budget.epsilons = 5.0: must be a list"),
+    "epsilons_repeated": ("budget", "epsilons", [5.0, 5.0],
+                          "budget.epsilons[1] = 5.0: repeats an earlier item"),
+    "retrieval_alpha_zero": ("retrieval", "alpha", 0.0,
+                             "retrieval.alpha = 0.0: must be a finite number > 0"),
+    "score_range_reversed": (
+        "retrieval", "score_range", [0.8, -0.5],
+        "retrieval.score_range = [0.8, -0.5]: must be [low, high] with -1 <= low < high <= 1 "
+        "(cosine scores)",
+    ),
+    "score_range_one_number": ("retrieval", "score_range", 0.8,
+                               "retrieval.score_range = 0.8: must be a list"),
+    "max_retrieve_float": ("retrieval", "max_retrieve", 20.0,
+                           "retrieval.max_retrieve = 20.0: must be null or an integer >= 1"),
+    "dp_icl_alpha_text": ("dp_icl", "alpha", "1",
+                          "dp_icl.alpha = '1': must be a finite number > 0"),
+    "theta_negative": ("dp_icl", "theta", -0.01,
+                       "dp_icl.theta = -0.01: must be a finite number >= 0"),
+    "max_new_tokens_zero": ("generation", "max_new_tokens", 0,
+                            "generation.max_new_tokens = 0: must be an integer >= 1"),
+    "min_new_tokens_above_max": ("generation", "min_new_tokens", 10,
+                                 "generation.min_new_tokens = 10: must be <= max_new_tokens (7)"),
+    "min_new_tokens_negative": ("generation", "min_new_tokens", -1,
+                                "generation.min_new_tokens = -1: must be an integer >= 0"),
+    "max_batch_streams_zero": ("generation", "max_batch_streams", 0,
+                               "generation.max_batch_streams = 0: must be an integer >= 1"),
+    "rag_k_float": ("generation", "rag_k", 5.0, "generation.rag_k = 5.0: must be an integer >= 1"),
+    "answer_prefix_null": ("generation", "answer_prefix", None,
+                           "generation.answer_prefix = null: must be a string"),
+    "planted_negative": ("questions", "planted", -1,
+                         "questions.planted = -1: must be null or an integer >= 0"),
+    "voters_one_number": ("sweeps", "voters", 10, "sweeps.voters = 10: must be a list"),
+    "voters_repeated": ("sweeps", "voters", [10, 10],
+                        "sweeps.voters[1] = 10: repeats an earlier item"),
+    "voters_min_documents_zero": ("sweeps", "voters_min_documents", 0,
+                                  "sweeps.voters_min_documents = 0: must be an integer >= 1"),
+    "thetas_repeated": ("sweeps", "thetas", [1.0, 1.0],
+                        "sweeps.thetas[1] = 1.0: repeats an earlier item"),
+    "thetas_min_documents_float": ("sweeps", "thetas_min_documents", 100.0,
+                                   "sweeps.thetas_min_documents = 100.0: must be an integer >= 1"),
+    "density_documents_above_corpus": ("densities", "documents", 2000,
+                                       "densities.documents = 2000: must be <= corpus.n (1000)"),
+    "density_epsilon_zero": ("densities", "epsilon", 0.0,
+                             "densities.epsilon = 0.0: must be a finite number > 0"),
+    "density_p_above_one": ("densities", "p", 1.5,
+                            "densities.p = 1.5: must be a number in (0, 1]"),
+    "density_draws_float": ("densities", "draws", 20000.0,
+                            "densities.draws = 20000.0: must be an integer >= 100"),
+    "density_draws_too_few": ("densities", "draws", 10,
+                              "densities.draws = 10: must be an integer >= 100"),
+    "score_range_three_numbers": ("retrieval", "score_range", [-0.5, 0.5, 0.8],
+                                  "retrieval.score_range = [-0.5, 0.5, 0.8]: must hold at most 2 "
+                                  "items"),
+    "score_range_text": ("retrieval", "score_range", [-0.5, "0.8"],
+                         "retrieval.score_range[1] = '0.8': must be a number"),
 }  # fmt: skip
 
 
@@ -81,6 +225,14 @@ def test_bad_s4_param_is_one_line_naming_its_key(case):
         schema.validate(params_with(group, key, value))
     assert str(error.value) == str(error.value).strip() and "\n" not in str(error.value)
     assert str(error.value).startswith(f"params.yaml: {BLOCK}.{message}"), str(error.value)
+
+
+def test_the_catalogue_covers_every_s4_param():
+    """Every leaf param of the s4 block has a bad-value case, so a param added to S4 without
+    one fails here."""
+    leaves = leaf_paths(S4)
+    assert {"lm", "corpus.options", "retrieval.score_range", "densities.draws"} <= set(leaves)
+    assert not uncovered(S4, [case_path(group, key) for group, key, *_ in PARAM_CASES.values()])
 
 
 def test_the_bounds_themselves_are_allowed():

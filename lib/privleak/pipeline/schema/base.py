@@ -58,6 +58,10 @@ _BUILTIN = {
     "list_type": "must be a list",
     "too_short": "must not be empty",
     "extra_forbidden": "unknown key",
+    "string_type": "must be a string",
+    "float_type": "must be a number",
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
 }
 
 
@@ -73,6 +77,10 @@ def _parts(error: dict) -> tuple[str, str, dict]:
             return path, "missing; every group needs blocks " + ", ".join(PROFILES), {}
         return path, "missing; this key is required", {}
     message = _BUILTIN.get(error["type"], error["msg"])
+    if error["type"] == "too_short" and ctx.get("min_length", 1) > 1:
+        message = f"must hold at least {ctx['min_length']} items"
+    elif error["type"] == "too_long":
+        message = f"must hold at most {ctx['max_length']} items"
     return path, message, {} if error["type"] == "extra_forbidden" else {"value": error["input"]}
 
 

@@ -161,6 +161,13 @@ class S2(Strict):
                     f"has no commands; add attack.commands.{name} or attack.commands.default",
                     f"corpora.{name}",
                 )
+        named = ", ".join(self.corpora)
+        for name in self.styles:
+            if name not in self.corpora:
+                raise fail(f"is not one of corpora ({named})", f"styles.{name}")
+        for name in self.attack.commands:
+            if name != "default" and name not in self.corpora:
+                raise fail(f"is not default or one of corpora ({named})", f"attack.commands.{name}")
         if self.sweep_corpus not in self.corpora:
             raise fail(f"must be one of corpora ({', '.join(self.corpora)})", "sweep_corpus",
                         value=self.sweep_corpus)  # fmt: skip

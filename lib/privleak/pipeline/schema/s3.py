@@ -18,6 +18,7 @@ from privleak.pipeline.schema.base import (
     is_number,
     list_of,
     one_of,
+    optional,
 )
 from privleak.pipeline.schema.data import DIALOG_DOMAINS, Slot
 
@@ -38,7 +39,8 @@ class S3Classifier(Strict):  # the Sequence Classification policy over word wind
     # the paper's kind; embedding_logistic: logistic regression on sentence embeddings of the
     # windows (privleak.policies.ClassifierPolicy, models.embedder), a cheaper stand-in
     kind: Annotated[str, one_of("sequence", "embedding_logistic")]
-    model: str | None = None  # sequence: the pretrained checkpoint fine-tuned (hub id or folder)
+    # sequence: the pretrained checkpoint fine-tuned (hub id or folder)
+    model: Annotated[str | None, optional(TEXT)] = None
     fine_tune: S3FineTune | None = None  # sequence only
     window: Annotated[int, COUNT]  # words
     stride: Annotated[int, COUNT]
@@ -132,7 +134,7 @@ KEYWORD = Rule(
 )
 
 
-KEYWORD_LISTS = dict[str, list_of(Annotated[str, KEYWORD])]
+KEYWORD_LISTS = dict[str, list_of(Annotated[str, KEYWORD], unique=True)]
 
 
 class S3(Strict):
