@@ -314,3 +314,40 @@ def test_a_notebook_that_skips_a_declared_output_fails_and_restores(tmp_path):
         "the declared output extra\n"
     )
     assert outputs(tmp_path) == before
+
+
+def test_a_run_that_outlived_a_refused_second_run_restores_its_previous_outputs(tmp_path):
+    """A `dvc repro` that reaches a running stage removes its outputs, then its runner is
+    refused: the first run cannot trust what it wrote, so it ends as a failure and puts the
+    outputs it had set aside back."""
+    before = toy_project(
+        tmp_path,
+        """\
+        pathlib.Path("started").touch()
+        while not pathlib.Path("go").exists():
+            time.sleep(0.05)
+        pathlib.Path("out").write_text("new")
+        """,
+    )
+    first = subprocess.Popen(
+        [WRAPPER, "toy"], cwd=tmp_path, env=environment(tmp_path), stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the notebook never started"
+        time.sleep(0.1)
+    second = stage(tmp_path)
+    assert second.returncode == 2 and "is already running" in second.stderr
+    (tmp_path / "go").touch()
+    assert first.wait(timeout=60) == 2
+    assert first.stderr.read() == (
+        "privleak: error: stage 'toy' failed: PrivleakError: another run of the stage was "
+        "refused while this one ran, and a `dvc repro` that starts one removes the stage's "
+        "outputs first: this run's may be incomplete, so the previous outputs are back; run it "
+        "again\n"
+    )
+    assert outputs(tmp_path) == before
+    rerun = stage(tmp_path)  # the refusal's mark is for the run it overlapped only
+    assert rerun.returncode == 0, rerun.stderr
+    assert (tmp_path / "out").read_text() == "new"

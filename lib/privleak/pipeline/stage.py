@@ -364,6 +364,12 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
             not unwritten,
             f"the notebook ended without writing the declared output {', '.join(unwritten)}",
         )
+        require(
+            not _contended(stage).exists(),
+            "another run of the stage was refused while this one ran, and a `dvc repro` that "
+            "starts one removes the stage's outputs first: this run's may be incomplete, so the "
+            "previous outputs are back; run it again",
+        )
     except (Interrupted, Exception) as ending:
         _stop_descendants()
         kept = not isinstance(ending, Interrupted) and scratch.exists()
@@ -381,6 +387,12 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     _say(f"stage {stage}: {time.perf_counter() - started:.1f} s")
 
 
+def _contended(stage: str) -> Path:
+    """Left by a run refused while `stage` ran: DVC removes a stage's outputs before starting
+    its command, so the running run's outputs may have lost files under it."""
+    return paths.ROOT / ".privleak" / "locks" / f"{stage}.contended"
+
+
 @contextlib.contextmanager
 def _exclusive(stage: str):
     """Hold .privleak/locks/<stage>.lock for the run: two runs of one stage would share its
@@ -389,8 +401,10 @@ def _exclusive(stage: str):
     lock.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(lock, timeout=0):
+            _contended(stage).unlink(missing_ok=True)
             yield
     except Timeout:
+        _contended(stage).touch()
         raise PrivleakError(
             f"stage '{stage}' is already running (another run holds {_shown(lock)}); wait for "
             "it to end, then run again"
