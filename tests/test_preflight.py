@@ -302,6 +302,18 @@ def test_an_s2_corpus_without_the_text_field_is_one_line(cpu_only, tmp_path):
     assert "s2 enron file" in preflight.run(config)[3]
 
 
+def test_an_s3_dialog_corpus_without_a_domain_is_one_line(cpu_only, tmp_path):
+    """s3_prepare reads each dialog's `text` and `domain`: a file without one stops here."""
+    config = profile("smoke")
+    source = f"file:{tmp_path / 'dialogs.jsonl'}"
+    config["s3"]["smoke"]["corpus"] = {"source": source}
+    write_jsonl([{"id": "d0", "text": "User: hi", "label": "AIRLINE"}], tmp_path / "dialogs.jsonl")
+    assert failure(config) == (
+        f"params s3.smoke.corpus: the first record of '{source}' has no field 'domain'; map a "
+        "column to it in s3.smoke.corpus.fields (columns: id, label, text)"
+    )
+
+
 @pytest.mark.skipif(
     not (paths.MODELS / models.SMOLLM2 / "config.json").exists(), reason="data/models is absent"
 )

@@ -40,6 +40,7 @@ from privleak.errors import PrivleakError, require
 from privleak.pipeline import params as params_module
 from privleak.pipeline import paths
 from privleak.pipeline.schema import FAMILY_DIR
+from privleak.pipeline.schema.s3 import S3_CORPUS_FIELDS
 from privleak.vector_store import TFIDF
 
 HUB_TIMEOUT_S = 5.0
@@ -306,6 +307,14 @@ def check_s4_columns(key: str, spec: dict) -> None:
     _require_columns(key, spec, record, missing)
 
 
+def check_s3_columns(key: str, spec: dict) -> None:
+    """A `file:` S3 dialog corpus's first record, through the slot's `fields`, holds what
+    s3_prepare reads (S3_CORPUS_FIELDS); else one line naming the missing field or column."""
+    record = _first_record(key, spec)
+    if record is not None:
+        _require_columns(key, spec, record, [f for f in S3_CORPUS_FIELDS if f not in record])
+
+
 def check_s2_columns(key: str, spec: dict) -> None:
     """A `file:` S2 corpus's first record, through the slot's `fields`, holds what s2_index
     reads (S2_CORPUS_FIELDS); else one line naming the missing field or column."""
@@ -339,10 +348,12 @@ def run(params: dict) -> list[str]:
     s3 = _block(params, "s3", profile)
     if s3.get("corpus") is not None:
         sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', s3['corpus'])}")
+        check_s3_columns(f"s3.{profile}.corpus", s3["corpus"])
     public = (s3.get("classifier") or {}).get("public")
     if public is not None:
         key = f"s3.{profile}.classifier.public"
         sources.append(f"s3 public dialogs {check_corpus(key, public)}")
+        check_s3_columns(key, public)
     s4_corpus = _block(params, "s4", profile).get("corpus")
     if s4_corpus is not None:
         sources.append(f"s4 corpus {check_corpus(f's4.{profile}.corpus', s4_corpus)}")
