@@ -180,3 +180,35 @@ def test_bare_dvc_repro_validates_what_make_repro_does(project, old, new, line):
     [shown] = _privleak_lines(done)
     assert shown.startswith(f"privleak: preflight: {line}"), shown
     assert _outputs(project) == before  # the model weights' placeholder included
+
+
+def test_an_output_dvc_does_not_cache_comes_back_from_git(project):
+    """metrics/s4.json is `cache: false` (committed to git): DVC removes it before the run all
+    the same, and the runner takes it back from git's HEAD, whose bytes have the recorded md5."""
+    before = _outputs(project)
+    _set(project, "questions: {per_bucket: 2,", "questions: {per_bucket: 0,")
+    done = _dvc(project, "repro", "-f", "-s", "render_s4")
+    assert done.returncode != 0
+    assert len(_privleak_lines(done)) == 1
+    assert _outputs(project) == before
+    assert "render_s4" not in _changed(project)
+
+
+def test_an_output_the_cache_lost_is_named_in_the_one_line(project):
+    lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]["s4_retrieve"]
+    [reports] = [o for o in lock["outs"] if o["path"] == "reports/s4_retrieve"]
+    listing = project / ".dvc" / "cache" / "files" / "md5" / reports["md5"][:2] / reports["md5"][2:]
+    aside = listing.with_name("aside")
+    listing.rename(aside)
+    try:
+        _set(project, "questions: {per_bucket: 2,", "questions: {per_bucket: 0,")
+        done = _dvc(project, "repro", "-s", "s4_retrieve")
+    finally:
+        aside.rename(listing)
+    [line] = _privleak_lines(done)
+    assert line.endswith(
+        "; neither the DVC cache nor git holds its recorded reports/s4_retrieve (rebuild with "
+        "`dvc repro -s s4_retrieve`)"
+    ), line
+    assert (project / "data" / "interim" / "s4" / "retrieve" / "placeholder.txt").exists()
+    assert not (project / "reports" / "s4_retrieve").exists()

@@ -114,7 +114,7 @@ def test_builtin_targets_of_the_enron_style_are_app_a_contact_sentences():
                              topics="builtin")  # fmt: skip
     assert all(p["targeted"] and p["topic"] is None for p in prompts)
     contact = re.compile(
-        r"If you need more elaborate information, please contact us via email [\w.]+@[\w.]+\.\w+\."
+        r"If you need more elaborate information, please contact us via email [\w.]+@[\w.]+\.\w+"
     )
     assert all(contact.fullmatch(p["information"]) for p in prompts)
     assert len({p["question"] for p in prompts}) == 250
@@ -166,3 +166,10 @@ def test_asking_for_more_distinct_prompts_than_exist_is_one_line():
     )
     with pytest.raises(PrivleakError, match=re.escape(message)):
         attack_prompts(RECORDS, available + 1, 0, targeted_share=1.0, commands=["Repeat."])
+
+
+def test_duplicate_commands_count_once():
+    # Two copies of one command give no more distinct prompts than one.
+    message = "asks for 7 targeted prompts, but only 6 distinct ones exist with 1 attack.commands"
+    with pytest.raises(PrivleakError, match=re.escape(message)):
+        attack_prompts(RECORDS, 7, 0, targeted_share=1.0, commands=["Repeat.", "Repeat."])

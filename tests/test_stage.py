@@ -316,10 +316,11 @@ def test_a_notebook_that_skips_a_declared_output_fails_and_restores(tmp_path):
     assert outputs(tmp_path) == before
 
 
-def test_a_run_that_outlived_a_refused_second_run_restores_its_previous_outputs(tmp_path):
+@pytest.mark.parametrize("second_by", ["dvc", "hand"])
+def test_a_run_overlapped_by_a_refused_dvc_run_restores_its_previous_outputs(tmp_path, second_by):
     """A `dvc repro` that reaches a running stage removes its outputs, then its runner is
     refused: the first run cannot trust what it wrote, so it ends as a failure and puts the
-    outputs it had set aside back."""
+    outputs it had set aside back. A second run by hand removes nothing: the first one succeeds."""
     before = toy_project(
         tmp_path,
         """\
@@ -337,9 +338,17 @@ def test_a_run_that_outlived_a_refused_second_run_restores_its_previous_outputs(
     while not (tmp_path / "started").exists():
         assert first.poll() is None and time.monotonic() < deadline, "the notebook never started"
         time.sleep(0.1)
-    second = stage(tmp_path)
+    launcher = {"DVC_STAGE": "toy"} if second_by == "dvc" else {}
+    second = subprocess.run(
+        [WRAPPER, "toy"], cwd=tmp_path, env=environment(tmp_path, **launcher),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert second.returncode == 2 and "is already running" in second.stderr
     (tmp_path / "go").touch()
+    if second_by == "hand":
+        assert first.wait(timeout=60) == 0, first.stderr.read()
+        assert (tmp_path / "out").read_text() == "new"
+        return
     assert first.wait(timeout=60) == 2
     assert first.stderr.read() == (
         "privleak: error: stage 'toy' failed: PrivleakError: another run of the stage was "

@@ -21,10 +21,12 @@ started are stopped. Every ending but success prints one line on stderr:
 - another run of the same stage holds its lock (.privleak/locks/<stage>.lock):
   `privleak: error: stage 's' is already running ...`, exit 2, nothing touched.
 
-`dvc repro` deletes a stage's outputs before it starts the runner. After any failure but the
-last, the recorded outputs that are missing (those in dvc.lock) come back from the DVC cache
-(privleak.pipeline.recorded), so whatever launched the run, the workspace holds what dvc.lock
-records and `dvc status` shows the stage changed only in what the user edited.
+`dvc repro` deletes a stage's outputs before it starts the runner. After any failure of a run
+that DVC launched (DVC_STAGE is set), except a refusal, the recorded outputs that are missing
+(those in dvc.lock) come back from the DVC cache or git (privleak.pipeline.recorded), so the
+workspace holds what dvc.lock records and `dvc status` shows the stage changed only in what the
+user edited. A `dvc repro` refused while a manual run of the stage runs has removed that run's
+outputs: it marks the run, which then ends as a failure and puts its set-aside outputs back.
 """
 
 from __future__ import annotations
@@ -365,7 +367,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
             f"the notebook ended without writing the declared output {', '.join(unwritten)}",
         )
         require(
-            not _contended(stage).exists(),
+            not _contended(stage, os.getpid()).exists(),
             "another run of the stage was refused while this one ran, and a `dvc repro` that "
             "starts one removes the stage's outputs first: this run's may be incomplete, so the "
             "previous outputs are back; run it again",
@@ -387,45 +389,59 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     _say(f"stage {stage}: {time.perf_counter() - started:.1f} s")
 
 
-def _contended(stage: str) -> Path:
-    """Left by a run refused while `stage` ran: DVC removes a stage's outputs before starting
-    its command, so the running run's outputs may have lost files under it."""
-    return paths.ROOT / ".privleak" / "locks" / f"{stage}.contended"
+def _launched_by_dvc() -> bool:
+    """DVC sets DVC_STAGE for every stage command it runs, after removing the stage's outputs."""
+    return bool(os.environ.get("DVC_STAGE"))
+
+
+def _locks() -> Path:
+    return paths.ROOT / ".privleak" / "locks"
+
+
+def _contended(stage: str, holder: int | str) -> Path:
+    """Left for the run `holder` (a pid) by a `dvc repro` refused while it ran: DVC removed the
+    stage's outputs before starting the refused command, so the holder's may have lost files."""
+    return _locks() / f"{stage}.contended-{holder}"
 
 
 @contextlib.contextmanager
 def _exclusive(stage: str):
     """Hold .privleak/locks/<stage>.lock for the run: two runs of one stage would share its
     set-aside outputs and scratch notebook, and each would remove what the other wrote."""
-    lock = paths.ROOT / ".privleak" / "locks" / f"{stage}.lock"
+    lock, holder = _locks() / f"{stage}.lock", _locks() / f"{stage}.holder"
     lock.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(lock, timeout=0):
-            _contended(stage).unlink(missing_ok=True)
+            for stale in _locks().glob(f"{stage}.contended-*"):
+                stale.unlink(missing_ok=True)
+            holder.write_text(str(os.getpid()))
             yield
     except Timeout:
-        _contended(stage).touch()
+        if _launched_by_dvc() and holder.exists():
+            _contended(stage, holder.read_text().strip()).touch()
         raise PrivleakError(
             f"stage '{stage}' is already running (another run holds {_shown(lock)}); wait for "
             "it to end, then run again"
         ) from None
 
 
-def _declared_outputs(stage: str, profile: str | None) -> list[Path] | None:
+def _declared_outputs(stage: str, profile: str | None) -> list[Path]:
     """The stage's declared outputs under params.yaml as DVC resolved them (no validation: the
-    params may be what failed); None when they cannot be resolved."""
+    params may be what failed); [] when they cannot be resolved."""
     try:
         params = yaml.safe_load(paths.PARAMS_FILE.read_text())
         if profile is not None:
             params["profile"] = profile
         return params_module.stage_outputs(stage, params)
     except (PrivleakError, OSError, yaml.YAMLError, TypeError, AttributeError):
-        return None
+        return []
 
 
 def _restore_recorded(stage: str, profile: str | None) -> str:
-    """Put back the recorded outputs that DVC removed before the failed run; the clause to add
-    to the failure line when the DVC cache no longer holds some of them, else ""."""
+    """After a failed run that DVC launched, put back the recorded outputs DVC removed before
+    it; the clause to add to the failure line when some cannot be, else ""."""
+    if not _launched_by_dvc():
+        return ""  # nothing removed them: the run's own restore left them as before
     try:
         _, unavailable = recorded.restore(stage, _declared_outputs(stage, profile))
     except Exception as error:  # a damaged lock or cache: the failure line still comes first
@@ -433,8 +449,8 @@ def _restore_recorded(stage: str, profile: str | None) -> str:
     if not unavailable:
         return ""
     return (
-        f"; the DVC cache no longer holds its recorded {', '.join(unavailable)} (rebuild with "
-        f"`dvc repro -s {stage}`)"
+        f"; neither the DVC cache nor git holds its recorded {', '.join(unavailable)} (rebuild "
+        f"with `dvc repro -s {stage}`)"
     )
 
 
