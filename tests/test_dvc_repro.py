@@ -163,6 +163,8 @@ def test_a_failing_stage_puts_back_the_outputs_dvc_removed(project):
             "params.yaml: s2.smoke.defenses: unknown key; allowed: ",
         ),
         ("profile: smoke", "profile: smok", "params.yaml: profile = 'smok': must be one of "),
+        # offline: no CUDA here, or (on a GPU machine) hub models that are not cached
+        ("profile: smoke", "profile: paper", "params "),
         (  # a hub model that is not local, offline
             "rerank_top: 2, reranker: tfidf}",
             "rerank_top: 2, reranker: cross-encoder/not-cached-here}",
@@ -170,7 +172,7 @@ def test_a_failing_stage_puts_back_the_outputs_dvc_removed(project):
             "in the local Hugging Face cache and HF_HUB_OFFLINE=1",
         ),
     ],
-    ids=["unknown_key", "unknown_profile", "model_not_local"],
+    ids=["unknown_key", "unknown_profile", "paper_offline", "model_not_local"],
 )
 def test_bare_dvc_repro_validates_what_make_repro_does(project, old, new, line):
     before = _outputs(project)
