@@ -8,12 +8,11 @@ the synthetic records, the others synthetic) runs.
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
 from privleak.data.loaders import load_corpus
+from privleak.data.records import write_jsonl
 from privleak.pipeline import paths
 from tests.test_bad_runtime_inputs import build_project, project  # noqa: F401 (a fixture)
 from tests.test_s4_inputs import _edit, _one_error_line, _record, _untouched
@@ -22,15 +21,9 @@ S4_FILE = "data/external/corpora/medical.jsonl"
 S2_FILE = "data/external/corpora/healthcaremagic.jsonl"
 
 
-def _write(root, name: str, rows: list[dict]) -> None:
-    target = root / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(json.dumps(row) + "\n" for row in rows))
-
-
 def _failure(project, stage: str, edit, files: dict[str, list[dict]]) -> str:  # noqa: F811
     for name, rows in files.items():
-        _write(project.root, name, rows)
+        write_jsonl(rows, project.root / name)
     project.write_params(edit)
     try:
         return _one_error_line(project.run("privleak.pipeline.stage", stage))
@@ -97,7 +90,7 @@ def test_a_file_slot_beside_synthetic_ones_runs_s2(tmp_path):
     (runs.root / "data" / "models").rename(runs.root / "placeholder-models")
     (runs.root / "data" / "models").symlink_to(paths.MODELS)
     spec = {"source": "synthetic:healthcaremagic", "n": 20}
-    _write(runs.root, S2_FILE, load_corpus(spec["source"], n=spec["n"], seed=0))
+    write_jsonl(load_corpus(spec["source"], n=spec["n"], seed=0), runs.root / S2_FILE)
     runs.write_params(_edit("s2.smoke.corpora", "healthcaremagic", {"source": f"file:{S2_FILE}"}))
     for stage in ("s2_index", "s2_generate"):
         done = runs.run("privleak.pipeline.stage", stage)

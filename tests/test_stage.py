@@ -91,12 +91,17 @@ def stage(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def wait_for(path: Path, running: subprocess.Popen) -> None:
+    """Until the notebook `running` executes has written `path`."""
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert running.poll() is None and time.monotonic() < deadline, f"no {path.name} written"
+        time.sleep(0.1)
+
+
 def wait_for_pids(root: Path, running: subprocess.Popen) -> list[int]:
     """(child, kernel, runner) pids, once the notebook has started its child."""
-    deadline = time.monotonic() + 60
-    while not (root / "pids").exists():
-        assert running.poll() is None and time.monotonic() < deadline, "the notebook never slept"
-        time.sleep(0.1)
+    wait_for(root / "pids", running)
     return [int(pid) for pid in (root / "pids").read_text().split()]
 
 
@@ -334,10 +339,7 @@ def test_a_run_overlapped_by_a_refused_dvc_run_restores_its_previous_outputs(tmp
         [WRAPPER, "toy"], cwd=tmp_path, env=environment(tmp_path), stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists():
-        assert first.poll() is None and time.monotonic() < deadline, "the notebook never started"
-        time.sleep(0.1)
+    wait_for(tmp_path / "started", first)
     launcher = {"DVC_STAGE": "toy"} if second_by == "dvc" else {}
     second = subprocess.run(
         [WRAPPER, "toy"], cwd=tmp_path, env=environment(tmp_path, **launcher),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -27,3 +28,11 @@ METRICS = ROOT / "metrics"
 REPORTS = ROOT / "reports"
 NOTEBOOKS = ROOT / "notebooks"
 PARAMS_FILE = ROOT / "params.yaml"
+
+
+def remove(path: Path) -> None:
+    """Delete a file, link or folder; nothing when it is absent."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()

@@ -22,13 +22,6 @@ import yaml
 from privleak.pipeline import paths
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-
-
 def lock_outputs(stage: str, root: Path) -> dict[str, str]:
     """{normalised path: md5} of the stage's `outs` in dvc.lock; {} without a lock or entry."""
     lock = root / "dvc.lock"
@@ -106,12 +99,12 @@ def restore(
         # Built under .privleak/ and renamed into place, so a copy that fails half-way (a full
         # disk) never leaves a partial output looking complete.
         building = root / ".privleak" / "restoring" / stage / name
-        _remove(building)
+        paths.remove(building)
         if not _rebuild(name, recorded[name], cache, building, root):
             unavailable.append(name)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         building.rename(target)
         restored.append(name)
-    _remove(root / ".privleak" / "restoring" / stage)
+    paths.remove(root / ".privleak" / "restoring" / stage)
     return restored, unavailable

@@ -158,13 +158,6 @@ def _exists(path: Path) -> bool:
     return path.is_symlink() or path.exists()
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif _exists(path):
-        path.unlink()
-
-
 class _Outputs:
     """A stage's declared outputs, set aside under .privleak/previous/<stage>/ (same tree, so a
     rename) before the run, then dropped after a success or moved back after any failure."""
@@ -188,24 +181,24 @@ class _Outputs:
                     f"privleak: warning: stage '{self.stage}': {_shown(kept)} was left by a killed"
                     " run; keeping it as the previous output"
                 )
-                _remove(output)
+                paths.remove(output)
             elif _exists(output):
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(output, kept)
 
     def drop(self) -> None:
-        _remove(self.aside)
+        paths.remove(self.aside)
 
     def restore(self, started: bool) -> None:
         """Put every set-aside output back; remove the others too if the notebook started."""
         for output in self.outputs:
             kept = self._kept(output)
             if started or _exists(kept):
-                _remove(output)
+                paths.remove(output)
             if _exists(kept):
                 output.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(kept, output)
-        _remove(self.aside)
+        paths.remove(self.aside)
 
 
 def _shown(path: Path) -> str:
@@ -354,7 +347,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     started = time.perf_counter()
     began = False
     try:
-        _remove(failed)
+        paths.remove(failed)
         scratch.parent.mkdir(parents=True, exist_ok=True)
         outputs.set_aside()
         with _SIGNALS.armed():
