@@ -7,7 +7,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce repro smoke verify test lint lab bench report clean-venv
+.PHONY: setup reproduce repro smoke verify test lint lab bench report chromium browser clean-venv
 
 setup: $(STAMP)
 
@@ -55,9 +55,18 @@ test: setup lint
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
-# reports/index.html: every executed notebook, table and figure on one page.
+# reports/index.html: every artifact beside the paper's numbers, with its claims, on one page.
 report: setup
-	dvc repro gallery
+	$(PY) -m privleak.pipeline.preflight
+	dvc repro report
+
+# Headless Chromium from the system packages (Debian's chromium; apt-get needs root).
+chromium:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+# The built report in Chromium and the dvc plots in Vega-Lite, after a dvc repro (make smoke).
+browser: setup chromium
+	PRIVLEAK_BROWSER_TEST=1 $(PY) -m pytest tests/test_rendered.py
 
 # Jupyter refuses to start as root without --allow-root (containers often run as root).
 lab: setup

@@ -60,6 +60,7 @@ def claim(finding: Finding) -> Claim:
         null=spec.null if finding.null is None else finding.null,
         missing=finding.missing,
         note="; ".join(text for text in (spec.note, finding.note) if text),
+        spec=finding.spec,
     )
 
 

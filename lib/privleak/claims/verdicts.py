@@ -39,6 +39,7 @@ class Claim:
     units: str
     verdict: str
     note: str
+    spec: str = ""  # the catalogue Spec it instantiates (privleak.claims.catalogue)
 
 
 def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
@@ -95,6 +96,7 @@ def judge(
     null: float = 0.0,
     missing: str = "",
     note: str = "",
+    spec: str = "",
 ) -> Claim:
     """The Claim record for `estimate`, judged by `verdict`. `missing` names data the claim
     needs that the artifacts lack: the verdict is then inconclusive whatever the interval says,
@@ -123,6 +125,7 @@ def judge(
         units=f"{estimate.units} {unit}",
         verdict=ruled,
         note="; ".join(notes),
+        spec=spec,
     )
 
 
