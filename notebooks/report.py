@@ -24,7 +24,8 @@ from privleak.report import cards, page, papers, run
 paper_files = papers.load_all()
 claims = pd.read_csv(paths.FIGURES / "claims" / "claims.csv")
 params = params_module.load()
-built = cards.build(paper_files, claims, paths.FIGURES, run.outputs())
+outputs = run.outputs()
+built = cards.build(paper_files, claims, paths.FIGURES, outputs)
 changes = run.changes(profile)
 
 # %% [markdown]
@@ -39,5 +40,5 @@ pd.DataFrame(summary).T
 # ## Save: reports/index.html
 
 # %%
-context = page.context(paper_files, built, summary, params, profile, run.commit(), changes)
+context = page.context(paper_files, built, summary, params, profile, run.commit(), changes, outputs)
 (paths.REPORTS / "index.html").write_text(page.render(context))

@@ -28,7 +28,7 @@ STAGES = list(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
 POISONED = ("papermill", "jupytext", "nbformat", "nbconvert")
 DELETE = object()
 GROUP_STAGE = {  # the stage a case runs, by the edited key's group
-    "profile": "gallery",
+    "profile": "report",
     "seed": "prepare_data",
     "figures": "render_s0",
     "models": "context_gain",
@@ -438,7 +438,7 @@ def test_the_poison_stops_a_runner_that_gets_past_validation(project):
     """With valid params the runner reaches the notebook machinery and hits the poison: so a
     bad case that ends with exit 2 and the one line never reached it."""
     (project.root / "params.yaml").write_text(project.params_text)
-    result = project.run("privleak.pipeline.stage", "gallery")
+    result = project.run("privleak.pipeline.stage", "report")
     assert result.returncode == 1
     assert "imported before params.yaml was validated" in result.stderr
     for placeholder, content in project.placeholders.items():

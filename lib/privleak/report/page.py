@@ -117,10 +117,12 @@ def _yaml(value) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True).strip()
 
 
-def context(papers, built, summary, params, profile: str, commit: str, changes: dict) -> dict:
+def context(
+    papers, built, summary, params, profile: str, commit: str, changes: dict, outputs: dict
+) -> dict:
     """The template's context: per paper (papers: key -> Paper, built: key -> [Built], summary:
     key -> cards.summary) its setup under `profile`, params block and card views; the run's
-    commit and changes; every executed notebook under reports/."""
+    commit and changes; the executed notebook of every stage (outputs: run.outputs())."""
     figures_href = "../figures"  # reports/index.html links to figures/ beside reports/
 
     def stage_params(stage: str) -> str:
@@ -146,8 +148,8 @@ def context(papers, built, summary, params, profile: str, commit: str, changes: 
             for key, paper in papers.items()
         ],
         "notebooks": [
-            {"href": p.relative_to(paths.REPORTS).as_posix(), "name": p.parent.name}
-            for p in sorted(paths.REPORTS.glob("*/*.html"))
-            if p.parent.name != "report"
+            {"href": f"{stage}/{stage}.html", "name": stage}
+            for out, stage in outputs.items()
+            if out == f"reports/{stage}" and stage != "report"
         ],
     }

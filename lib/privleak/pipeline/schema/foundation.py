@@ -46,7 +46,7 @@ class Figures(Strict):
     @model_validator(mode="after")
     def _png(self) -> Self:
         if "png" not in self.formats:
-            raise fail("must include png (the gallery shows PNGs)", "formats", value=self.formats)
+            raise fail("must include png (the report shows PNGs)", "formats", value=self.formats)
         return self
 
 
