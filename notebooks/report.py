@@ -4,8 +4,9 @@
 # the paper's order: our figure or table, the paper's numbers beside ours (data/papers/<paper>.yaml,
 # each transcribed once from the paper), the claims the artifact tests with effect, 95 % interval,
 # verdict and note, and the stage and executed notebook that made it. At the top: verdict counts
-# per paper and what moved since the committed metrics. Figures are embedded, so the page opens
-# offline from anywhere; links to tables, PDFs and notebooks are relative to `reports/`.
+# per paper and what moved since the committed metrics. Figures are embedded, so the page shows
+# them offline and alone; links to tables, PDFs and notebooks need `figures/` and `reports/`
+# beside it.
 
 # %% tags=["parameters"]
 profile = "smoke"
@@ -32,13 +33,13 @@ changes = run.changes(profile)
 # ## Show: per paper, claims by verdict and cards by agreement with the paper
 
 # %%
-summary = {key: cards.summary(built[key], paper) for key, paper in paper_files.items()}
 print(changes["headline"])
-pd.DataFrame(summary).T
+pd.DataFrame({key: cards.summary(built[key]) for key in paper_files}).T
 
 # %% [markdown]
 # ## Save: reports/index.html
 
 # %%
-context = page.context(paper_files, built, summary, params, profile, run.commit(), changes, outputs)
+this_run = {"profile": profile, "commit": run.commit(), "changes": changes, "outputs": outputs}
+context = page.context(paper_files, built, params, paths.FIGURES, this_run)
 (paths.REPORTS / "index.html").write_text(page.render(context))

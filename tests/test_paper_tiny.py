@@ -43,6 +43,7 @@ from privleak.data.medical import document_text, symptom_question
 from privleak.data.records import write_jsonl
 from privleak.data.synthetic import generate
 from privleak.metrics import sequence as seq
+from privleak.report import papers
 from privleak.training.family import train_tokenizer
 from tests.conftest import tiny_bert_classifier, tiny_llama, tiny_opt, word_tokenizer
 from tests.test_dp_rag import CHATML
@@ -79,6 +80,7 @@ STAGES = [
     "s3_attack",
     "render_s3",
     "render_claims",
+    "report",
 ]
 # The paper profile's own relative path of its `file:` sequence list.
 SEQUENCES = yaml.safe_load((REPO / "params.yaml").read_text())["s1"]["paper"]["scores"][
@@ -343,6 +345,7 @@ def _run_stage(root: Path, stage: str) -> None:
 def paper_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("paper_tiny")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copytree(REPO / "data" / "papers", root / "data" / "papers")
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     texts = _sequence_file(root)
     _published_like_s4_export(root)
@@ -383,6 +386,16 @@ def test_every_stage_writes_its_declared_outputs(paper_root):
         for output in map(Path, outputs):
             assert output.exists(), f"{stage} did not write {output}"
             assert output.is_file() or any(output.iterdir()), f"{stage}: {output} is empty"
+
+
+def test_the_report_shows_every_card_and_claim_under_the_paper_profile(paper_root):
+    page = (paper_root / "reports" / "index.html").read_text()
+    for paper in papers.load_all().values():
+        for card in paper.cards:
+            assert page.count(f'<article class="card" id="{card.id}">') == 1, card.id
+    for claim in pd.read_csv(paper_root / "figures" / "claims" / "claims.csv")["id"]:
+        assert page.count(f'<b class="claim-id">{claim}</b>') == 1, claim
+    assert "Profile <b>paper</b>" in page
 
 
 def test_every_figure_is_written_in_every_format(paper_root):

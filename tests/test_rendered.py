@@ -12,6 +12,7 @@ figure or browser fails them."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -49,7 +50,7 @@ def opened():
     """The report as Chromium shows it: {page, console errors, requests off disk}."""
     _need(REPORT.is_file(), f"{REPORT} is missing; run `dvc repro` (or `make smoke`) first")
     _need(_chromium() is not None, "no chromium on PATH; `make browser` installs it")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = _module("playwright.sync_api")
     errors: list[str] = []
     off_disk: list[str] = []
 
@@ -70,9 +71,30 @@ def opened():
         browser.close()
 
 
-def test_every_artifact_the_paper_files_name_exists_and_every_artifact_has_a_card():
+def _module(name: str):
+    """The module, or (skip / fail as above) when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        _need(False, f"{name} is not installed; `make setup` installs requirements.txt")
+
+
+def _need_figures() -> None:
     _need((paths.FIGURES / "claims" / "claims.csv").is_file(), "no figures; run `dvc repro` first")
-    cards.check_files(papers.load_all(), paths.FIGURES)
+
+
+def test_every_artifact_the_paper_files_name_exists_and_every_artifact_has_a_card():
+    _need_figures()
+    cards.check_files(papers.load_all(), paths.FIGURES, every_file=True)
+
+
+def test_every_selector_of_ours_picks_one_row_of_this_run():
+    _need_figures()
+    for key, paper in papers.load_all().items():
+        for card in paper.cards:
+            for number in card.numbers:
+                row = cards.our_row(number, key, paths.FIGURES)
+                assert row.ours not in (cards.NOT_RUN, cards.SEVERAL), (card.id, number.row)
 
 
 def test_every_image_loaded(opened):
@@ -129,8 +151,8 @@ def test_it_reads_on_a_laptop_screen(opened):
 
 
 def test_dvc_plots_show_draws_every_declared_plot():
-    _need((paths.FIGURES / "s1").is_dir(), "no figures; run `dvc repro` first")
-    vl_convert = pytest.importorskip("vl_convert")
+    _need_figures()
+    vl_convert = _module("vl_convert")
     declared = [
         next(iter(p)) for p in yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["plots"]
     ]

@@ -43,7 +43,7 @@ def test_every_selector_reads_a_file_of_its_own_paper(committed):
                     assert number.ours.file in files, (key, card.id, number.ours.file)
 
 
-def test_the_issue_s_transcriptions_are_there(committed):
+def test_the_papers_tables_and_figures_are_transcribed(committed):
     refs = {key: {n.ref for c in p.cards for n in c.numbers} for key, p in committed.items()}
     assert {"Table 1", "Table 2", "Table 3"} <= refs["s0"]
     assert "Table 1" in refs["s1"]
@@ -142,21 +142,46 @@ def _number(**selector) -> Number:
 
 def test_our_value_is_the_one_row_the_selector_picks(figures):
     picked = _number(file="t_fig1_data", column="v", where={"policy": "keyword", "eps": 8})
-    assert cards.our_value(picked, "s3", figures) == 0.2
+    row = cards.our_row(picked, "s3", figures)
+    assert row.ours == 0.2 and row.of is None and row.measured
+    either = _number(file="t_fig1_data", column="v", where={"policy": ["classifier", "x"]})
+    assert cards.our_row(either, "s3", figures).ours == 0.3  # a list allows any of its values
+    counted = _number(file="t_fig1_data", column="v", where={"eps": 8}, of="eps")
+    assert cards.our_row(counted, "s3", figures).of == 8.0
+    assert page._ours(cards.our_row(counted, "s3", figures)) == "0.2 of 8 eps"
 
 
-def test_without_a_selector_or_a_matching_row_there_is_no_value_of_ours(figures):
+def test_a_missing_value_of_ours_says_why(figures):
     bare = Number(ref="Fig. 1", row="r", column="c", direction="up")
-    assert cards.our_value(bare, "s3", figures) == cards.NOT_HERE
+    assert cards.our_row(bare, "s3", figures).ours == cards.NOT_COMPARABLE
     absent = _number(file="t_fig1_data", column="v", where={"policy": "redaction"})
-    assert cards.our_value(absent, "s3", figures) == cards.NOT_HERE
-    other_profile = _number(file="t_fig1_data", column="w")
-    assert cards.our_value(other_profile, "s3", figures) == cards.NOT_HERE
+    assert cards.our_row(absent, "s3", figures).ours == cards.NOT_RUN
+    no_file = _number(file="t_fig9_data", column="v")
+    assert cards.our_row(no_file, "s3", figures).ours == cards.NOT_RUN
+    two_rows = _number(file="t_fig1_data", column="v", where={"eps": 1})
+    assert cards.our_row(two_rows, "s3", figures).ours == cards.SEVERAL
+    assert not cards.our_row(two_rows, "s3", figures).measured
 
 
-def test_a_selector_that_picks_two_rows_is_refused(figures):
-    with pytest.raises(PrivleakError, match="picks 2 rows of t_fig1_data.csv; allowed: one"):
-        cards.our_value(_number(file="t_fig1_data", column="v", where={"eps": 1}), "s3", figures)
+def test_a_selector_naming_a_column_the_csv_lacks_is_one_line(figures):
+    typo = _number(file="t_fig1_data", column="v", where={"polcy": "keyword"})
+    with pytest.raises(PrivleakError, match="names column 'polcy', which t_fig1_data.csv lacks"):
+        cards.our_row(typo, "s3", figures)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(4.0, "4"), (130.47, "130.5"), (1.066e5, "106600"), (0.0012345, "0.001234"),
+     (float("nan"), "n/a"), ("keyword", "keyword"), (True, "True")],
+)  # fmt: skip
+def test_our_numbers_show_whole_numbers_whole_and_others_to_four_digits(value, text):
+    assert page.shown(value) == text
+
+
+def test_a_paper_number_shows_as_transcribed():
+    assert page.printed(Number(ref="T", row="r", column="c", value=130.47, unit="%")) == "130.47 %"
+    assert page.printed(Number(ref="T", row="r", column="c", value=1.18e-08)) == "1.18e-08"
+    assert page.printed(Number(ref="T", row="r", column="c", direction="A > B")) == "A > B"
 
 
 @pytest.mark.parametrize(
@@ -199,10 +224,12 @@ CLAIMS = pd.DataFrame(
 OUTS = {"figures/s3": "render_s3"}
 
 
-def test_a_card_names_a_file_that_is_missing(figures):
+def test_a_file_this_profile_did_not_write_is_absent_and_the_strict_check_names_it(figures):
     (figures / "s3" / "t_fig1_data.csv").unlink()
+    built = cards.build(_paper(), CLAIMS, figures, OUTS)["s3"][0]
+    assert built.files[Path("s3/t_fig1_data")] == []
     with pytest.raises(PrivleakError, match="card 't_fig1' names 't_fig1_data'"):
-        cards.build(_paper(), CLAIMS, figures, OUTS)
+        cards.check_files(_paper(), figures, every_file=True)
 
 
 def test_a_figure_on_no_card_is_named(figures):
@@ -223,10 +250,12 @@ def test_a_card_carries_its_claims_rows_and_stage(figures):
     assert built.claims[1]["note"] == ""
     assert built.agreement == "agrees"
     assert built.stage == "render_s3"
-    assert built.formats[Path("s3/t_fig1")] == ["png"]
-    summary = cards.summary([built], _paper()["s3"])
+    assert built.files[Path("s3/t_fig1")] == ["png"]
+    assert cards.verdict_counts(built) == {"reproduced": 1, "contradicted": 0, "inconclusive": 1}
+    summary = cards.summary([built])
     assert summary["reproduced"] == 1 and summary["inconclusive"] == 1
     assert summary["paper numbers"] == 1 and summary["with ours"] == 0
+    assert summary["agrees"] == 1 and summary["cards"] == 1
 
 
 def test_a_file_no_stage_declares_is_refused():
@@ -243,48 +272,56 @@ def test_render_stages_own_the_figure_folders():
 # ---------------------------------------------------------------- the stage and the page
 
 
-def test_the_report_stage_depends_on_every_executed_notebook_and_metric():
+def test_the_report_stage_depends_on_every_figure_notebook_and_metric():
     deps = set(DVC["report"]["deps"])
     for name, stage in DVC.items():
-        for out in stage.get("outs", []):
+        for out in stage.get("outs", []) + stage.get("metrics", []):
             out = next(iter(out)) if isinstance(out, dict) else out
             if (out.startswith("reports/") and name != "report") or out.startswith(
                 ("figures/", "metrics/")
             ):
                 assert out in deps, f"report does not depend on {out} ({name})"
+    assert {"metrics/claims.json", "metrics/s2.json", "figures/claims"} <= deps
 
 
-@pytest.mark.parametrize("paper", papers.PAPERS)
-def test_every_profile_names_its_model_data_and_units(paper):
-    for profile in params_module.PROFILES:
-        setup = ours.setup(paper, params_module.load(), profile)
-        assert setup.model and setup.dataset and setup.n
+def test_the_smoke_profile_is_named_by_what_it_runs():
+    params = params_module.load()
+    smoke = {key: ours.setup(key, params, "smoke") for key in papers.PAPERS}
+    family = "the tiny family LMs trained here (h8, h16, h24, h32)"
+    assert smoke["s1"].model == family
+    assert smoke["s2"].model == "smollm2-135m-instruct"
+    assert smoke["s2"].n == "2 attack prompts per corpus"
+    assert smoke["s3"].model == "data/family/h32 (a tiny family LM)"
+    assert smoke["s3"].dataset == "synthetic:dialogs (60 records)"
+    assert smoke["s4"].n == "2 questions per frequency bucket"
+
+
+def test_the_paper_profile_is_named_by_what_it_runs():
+    params = params_module.load()
+    paper = {key: ours.setup(key, params, "paper") for key in papers.PAPERS}
+    assert paper["s1"].model == ", ".join(params["s1"]["paper"]["scores"]["models"])
+    assert paper["s3"].model == params["s3"]["paper"]["base"]
+    assert paper["s4"].n == "every question"  # per_bucket: null asks them all
+    assert paper["s4"].dataset.endswith("(every record)")
+    with pytest.raises(PrivleakError, match="paper 's9' is unknown"):
+        ours.setup("s9", params, "paper")
 
 
 def test_the_page_escapes_text_and_embeds_figures(figures):
-    built = cards.build(
-        _paper(CARD | {"caption": "<script>alert(1)</script>"}), CLAIMS, figures, OUTS
-    )
-    view = page.card_view(built["s3"][0], figures, "../figures", "seed: 0")
+    tricky = _paper(CARD | {"caption": "<script>alert(1)</script>"})
+    built = cards.build(tricky, CLAIMS, figures, OUTS)
+    view = page.card_view(built["s3"][0], figures, "seed: 0")
     assert view["files"][0]["image"] == "data:image/png;base64,iVBORw=="
     assert view["files"][1]["table"]["rows"][0] == ["keyword", "1", "0.1"]
-    context = {
+    run_ = {
         "profile": "smoke",
         "commit": "abc",
         "changes": {"headline": "h", "moved": []},
-        "papers": [
-            {
-                "key": "s3",
-                "title": "T",
-                "authors": "A",
-                "params": "p: 1",
-                "ours": ours.setup("s3", params_module.load(), "smoke"),
-                "summary": cards.summary(built["s3"], _paper()["s3"]),
-                "cards": [view],
-            }
-        ],  # fmt: skip
-        "notebooks": [],
+        "outputs": OUTS | {"reports/render_s3": "render_s3"},
     }
+    context = page.context(tricky, built, params_module.load(), figures, run_)
+    assert context["level"] == "95 %"
+    assert context["notebooks"] == [{"href": "render_s3/render_s3.html", "name": "render_s3"}]
     html = page.render(context)
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'href="../figures/s3/t_fig1_data.csv"' in html

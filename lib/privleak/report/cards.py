@@ -4,18 +4,25 @@ numbers, and the judged claims it tests. Pure functions over paths and frames; n
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from privleak.claims.verdicts import CONTRADICTED, REPRODUCED, VERDICTS
 from privleak.errors import require
-from privleak.report.papers import Card, Number, Ours, Paper
+from privleak.report.papers import Card, Number, Paper
 
-NOT_HERE = "no comparable value on this profile"
-# A card agrees with the paper when its claims reproduce and none is contradicted (see `agreement`).
+# What stands in "ours" when there is no value: the paper number has no selector (no csv of ours
+# holds the same quantity), the profile's csv has no such row (or no such file), or several rows
+# (a selector that a profile with several models cannot narrow).
+NOT_COMPARABLE = "no comparable value"
+NOT_RUN = "not run on this profile"
+SEVERAL = "several rows on this profile"
+MISSING = (NOT_COMPARABLE, NOT_RUN, SEVERAL)
+# A card agrees with the paper when its claims reproduce and none is contradicted (`agreement`).
 AGREEMENTS = ("agrees", "mixed", "disagrees", "undecided", "no claim")
 
 
@@ -25,26 +32,32 @@ def stem(paper: str, file: str) -> Path:
     return Path(file) if "/" in file else Path(paper) / file
 
 
-def check_files(papers: Mapping[str, Paper], figures: Path) -> None:
-    """Every card file exists under `figures` (some suffix), and every figure or table there is on
-    exactly one card; PrivleakError naming the first stray or missing file otherwise."""
-    placed: dict[Path, str] = {}
+def written(path: Path, figures: Path) -> list[str]:
+    """The suffixes (without dot, sorted) of the files figures/`path`.* a render stage wrote."""
+    return sorted(p.suffix[1:] for p in figures.glob(f"{path.as_posix()}.*"))
+
+
+def check_files(papers: Mapping[str, Paper], figures: Path, every_file: bool) -> None:
+    """Every figure or table under `figures` is on a card, and (every_file) every card file was
+    written; PrivleakError naming the first stray or missing file. A profile may skip files (the
+    paper profile fine-tunes nothing), so the report stage checks strays only."""
+    placed = set()
     for key, paper in papers.items():
         for card in paper.cards:
             for file in card.files:
                 path = stem(key, file)
                 require(
-                    any(figures.glob(f"{path.as_posix()}.*")),
+                    not every_file or bool(written(path, figures)),
                     f"data/papers/{key}.yaml: card {card.id!r} names {file!r}, but figures/"
                     f"{path} has no file; allowed: stems the render stages write",
                 )
-                placed[path] = key
-    written = {
+                placed.add(path)
+    on_disk = {
         p.relative_to(figures).with_suffix("")
         for p in figures.rglob("*")
         if p.is_file() and not p.name.startswith(".")  # DVC's .gitignore files
     }
-    stray = sorted(p for p in written if p not in placed and p.parts[0] != "claims")
+    stray = sorted(p for p in on_disk - placed if p.parts[0] != "claims")
     require(
         not stray,
         f"figures/{stray[0] if stray else ''}: on no card of data/papers/*.yaml; every artifact "
@@ -52,36 +65,19 @@ def check_files(papers: Mapping[str, Paper], figures: Path) -> None:
     )
 
 
-def our_value(number: Number, paper_key: str, figures: Path) -> float | str:
-    """Our value for `number`: the one csv row its selector picks, or NOT_HERE (no selector, or
-    no such row or column on this profile). A selector that picks several rows is an error."""
-    ours: Ours | None = number.ours
-    if ours is None:
-        return NOT_HERE
-    path = figures / f"{stem(paper_key, ours.file)}.csv"
-    if not path.is_file():
-        return NOT_HERE
-    frame = pd.read_csv(path)
-    if ours.column not in frame or any(k not in frame for k in ours.where):
-        return NOT_HERE
-    rows = frame
-    for column, wanted in ours.where.items():
-        rows = rows[rows[column].map(lambda cell, w=wanted: _same(cell, w))]
-    require(
-        len(rows) <= 1,
-        f"data/papers/{paper_key}.yaml: the selector of {number.ref} {number.row!r} / "
-        f"{number.column!r} picks {len(rows)} rows of {path.name}; allowed: one",
-    )
-    if rows.empty:
-        return NOT_HERE
-    value = rows[ours.column].iloc[0]
-    return float(value) if isinstance(value, int | float) else str(value)
+def _plain(value):
+    """A csv cell as a Python float or str (numpy scalars included)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return str(value)
 
 
 def _same(cell, wanted) -> bool:
+    if isinstance(wanted, list):
+        return any(_same(cell, one) for one in wanted)
     if isinstance(wanted, bool) or isinstance(cell, bool):
         return str(cell).lower() == str(wanted).lower()
-    if isinstance(wanted, int | float):
+    if isinstance(wanted, numbers.Real):
         try:
             return math.isclose(float(cell), float(wanted), rel_tol=1e-9, abs_tol=1e-12)
         except (TypeError, ValueError):
@@ -91,24 +87,56 @@ def _same(cell, wanted) -> bool:
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a card's paper-vs-ours table."""
+    """One line of a card's paper-vs-ours table: ours is a value, or one of MISSING; of: the
+    count our value is out of (Ours.of), when given."""
 
     number: Number
     ours: float | str
+    of: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        """Whether the row holds a number of ours (not one of MISSING, not NaN)."""
+        return isinstance(self.ours, float) and not math.isnan(self.ours)
+
+
+def our_row(number: Number, paper_key: str, figures: Path) -> Row:
+    """`number` with our value: the one csv row its selector picks, else one of MISSING. A column
+    the csv lacks is a typo in the paper file: PrivleakError."""
+    ours = number.ours
+    if ours is None:
+        return Row(number, NOT_COMPARABLE)
+    path = figures / f"{stem(paper_key, ours.file)}.csv"
+    if not path.is_file():
+        return Row(number, NOT_RUN)
+    frame = pd.read_csv(path)
+    unknown = sorted({ours.column, *ours.where, *([ours.of] if ours.of else [])} - set(frame))
+    require(
+        not unknown,
+        f"data/papers/{paper_key}.yaml: the selector of {number.ref} {number.row!r} / "
+        f"{number.column!r} names column {unknown[0] if unknown else ''!r}, which {path.name} "
+        f"lacks; allowed: {', '.join(map(str, frame.columns))}",
+    )
+    rows = frame
+    for column, wanted in ours.where.items():
+        rows = rows[rows[column].map(lambda cell, w=wanted: _same(cell, w))]
+    if len(rows) != 1:
+        return Row(number, NOT_RUN if rows.empty else SEVERAL)
+    row = rows.iloc[0]
+    return Row(number, _plain(row[ours.column]), float(row[ours.of]) if ours.of else None)
 
 
 @dataclass(frozen=True)
 class Built:
-    """A card ready to render: its files, paper-vs-ours rows, claims and producing stage."""
+    """A card ready to render: its files (path -> suffixes written; [] when this profile wrote
+    none), paper-vs-ours rows, claims (claims.csv records), producing stage and agreement."""
 
-    paper: str
     card: Card
-    files: list[Path]
+    files: dict[Path, list[str]]
     rows: list[Row]
     claims: list[dict]
     stage: str
     agreement: str
-    formats: dict[Path, list[str]] = field(default_factory=dict)
 
 
 def agreement(verdicts: Sequence[str]) -> str:
@@ -140,7 +168,7 @@ def build(
 ) -> dict[str, list[Built]]:
     """Every card of every paper, in the papers' order. `claims`: claims.csv (one row per claim,
     with its catalogue `spec`). Every claim must land on exactly one card."""
-    check_files(papers, figures)
+    check_files(papers, figures, every_file=False)
     on_a_card = {spec for paper in papers.values() for card in paper.cards for spec in card.claims}
     homeless = sorted(set(claims["spec"]) - on_a_card)
     require(
@@ -154,33 +182,33 @@ def build(
         for card in paper.cards:
             mine = claims[claims["spec"].isin(card.claims)].sort_values("id")
             mine = mine.fillna({"note": ""})
-            files = [stem(key, f) for f in card.files]
+            paths = [stem(key, f) for f in card.files]
             built[key].append(
                 Built(
-                    paper=key,
                     card=card,
-                    files=files,
-                    rows=[Row(n, our_value(n, key, figures)) for n in card.numbers],
+                    files={path: written(path, figures) for path in paths},
+                    rows=[our_row(n, key, figures) for n in card.numbers],
                     claims=mine.to_dict("records"),
-                    stage=producing_stage(files[0], outs),
+                    stage=producing_stage(paths[0], outs),
                     agreement=agreement(list(mine["verdict"])),
-                    formats={
-                        f: sorted(p.suffix[1:] for p in figures.glob(f"{f.as_posix()}.*"))
-                        for f in files
-                    },
                 )
             )
     return built
 
 
-def summary(built: Sequence[Built], paper: Paper) -> dict[str, object]:
-    """One paper's counts: cards, paper numbers, those with our value, claims per verdict
+def verdict_counts(built: Built) -> dict[str, int]:
+    """{verdict: number of the card's claims}, zeros included."""
+    verdicts = [claim["verdict"] for claim in built.claims]
+    return {v: verdicts.count(v) for v in VERDICTS}
+
+
+def summary(built: Sequence[Built]) -> dict[str, int]:
+    """One paper's counts: cards, paper numbers, those with a value of ours, claims per verdict
     (zeros included) and cards per agreement."""
-    verdicts = [claim["verdict"] for b in built for claim in b.claims]
     return {
         "cards": len(built),
-        "paper numbers": sum(len(card.numbers) for card in paper.cards),
-        "with ours": sum(row.ours != NOT_HERE for b in built for row in b.rows),
-        **{v: verdicts.count(v) for v in VERDICTS},
+        "paper numbers": sum(len(b.card.numbers) for b in built),
+        "with ours": sum(row.measured for b in built for row in b.rows),
+        **{v: sum(verdict_counts(b)[v] for b in built) for v in VERDICTS},
         **{a: sum(b.agreement == a for b in built) for a in AGREEMENTS},
     }

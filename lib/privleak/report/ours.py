@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from privleak.report.papers import Setup
+from privleak.errors import require
+from privleak.report.papers import PAPERS, Setup
 
 FAMILY = "the tiny family LMs trained here ({sizes})"
 
 
 def _family(params: Mapping, profile: str) -> str:
     return FAMILY.format(sizes=", ".join(params["family"][profile]["sizes"]))
+
+
+def _models(models, params: Mapping, profile: str) -> str:
+    """A models param: 'family' (the tiny family) or a list of LMs."""
+    return _family(params, profile) if models == "family" else ", ".join(models)
 
 
 def _corpus(corpus: Mapping) -> str:
@@ -21,6 +27,7 @@ def _corpus(corpus: Mapping) -> str:
 
 def setup(paper: str, params: Mapping, profile: str) -> Setup:
     """The `paper` key's (s0 ... s4) setup under `profile` as a Setup (model, dataset, n)."""
+    require(paper in PAPERS, f"paper {paper!r} is unknown; allowed: {', '.join(PAPERS)}")
     block = params[paper][profile]
     if paper == "s0":
         lms = ", ".join(block["lms"])
@@ -31,7 +38,7 @@ def setup(paper: str, params: Mapping, profile: str) -> Setup:
         )
     if paper == "s1":
         return Setup(
-            model=_family(params, profile),
+            model=_models(block["scores"]["models"], params, profile),
             dataset=f"{block['scores']['sequences']} sequences",
             n=f"{len(block['decoders'])} decoders; prefixes "
             + ", ".join(str(n) for n in block["scores"]["prefix_lengths"]),
@@ -43,13 +50,15 @@ def setup(paper: str, params: Mapping, profile: str) -> Setup:
             n=f"{block['attack']['prompts']} attack prompts per corpus",
         )
     if paper == "s3":
+        family = block["base"].startswith("data/family/")
         return Setup(
-            model=f"{block['base']} (tiny family LM)",
+            model=f"{block['base']} (a tiny family LM)" if family else block["base"],
             dataset=_corpus(block["corpus"]),
             n=f"{block['seeds']} training runs per target",
         )
+    per_bucket = block["questions"]["per_bucket"]
     return Setup(
         model=block["lm"],
         dataset=_corpus(block["corpus"]),
-        n=f"{block['questions']['per_bucket']} questions per frequency bucket",
+        n=f"{per_bucket} questions per frequency bucket" if per_bucket else "every question",
     )

@@ -1,11 +1,12 @@
 """reports/index.html from built cards: a Jinja2 template, figures embedded as data URIs so the
-page is one file that opens offline, links relative to reports/ for the files beside it."""
+page needs no file to show them; links (tables, PDFs, notebooks) are relative to reports/."""
 
 from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jinja2
@@ -13,11 +14,12 @@ import pandas as pd
 import yaml
 
 from privleak.pipeline import params as params_module
-from privleak.pipeline import paths
-from privleak.report import ours
+from privleak.report import cards, ours
+from privleak.report.papers import Paper
 
 TEMPLATES = Path(__file__).parent / "templates"
 TABLE_ROWS = 15  # rows of a table shown on its card; the csv link holds the rest
+FIGURES_HREF = "../figures"  # reports/index.html sits beside figures/
 
 
 def data_uri(png: Path) -> str:
@@ -26,14 +28,26 @@ def data_uri(png: Path) -> str:
 
 
 def shown(value) -> str:
-    """A number to 4 significant digits, NaN as 'n/a'; text unchanged."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A number of ours: whole numbers as integers, others to 4 significant digits, NaN as
+    'n/a'; text unchanged."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return "" if value is None else str(value)
-    return f"{value:.4g}" if math.isfinite(value) else "n/a"
+    if not math.isfinite(value):
+        return "n/a"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def printed(number) -> str:
+    """A paper number as transcribed (value and unit), or the direction it states."""
+    if number.value is None:
+        return number.direction
+    return f"{number.value:g} {number.unit}".strip()
 
 
 def table(csv: Path, rows: int = TABLE_ROWS) -> dict:
-    """The first `rows` rows of a csv as {columns, rows (formatted cells), more (rows left out)}."""
+    """The first `rows` rows of a csv as {columns, rows (shown cells), more (rows left out)}."""
     frame = pd.read_csv(csv)
     head = frame.head(rows)
     return {
@@ -44,6 +58,7 @@ def table(csv: Path, rows: int = TABLE_ROWS) -> dict:
 
 
 def environment() -> jinja2.Environment:
+    """Jinja2 over templates/, autoescaping every value, failing on an undefined name."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -57,26 +72,30 @@ def environment() -> jinja2.Environment:
 
 
 def render(context: Mapping) -> str:
-    """The page for `context` (see notebooks/report.py for its keys)."""
+    """The page for `context` (page.context)."""
     return environment().get_template("report.html.j2").render(**context)
 
 
-def _links(path: Path, formats: list[str], figures_href: str) -> list[dict]:
-    return [{"href": f"{figures_href}/{path.as_posix()}.{fmt}", "fmt": fmt} for fmt in formats]
+def _ours(row: cards.Row) -> str:
+    if row.of is None or not row.measured:
+        return shown(row.ours)
+    return f"{shown(row.ours)} of {shown(row.of)} {row.number.ours.of.replace('_', ' ')}"
 
 
-def card_view(built, figures: Path, figures_href: str, params_text: str) -> dict:
-    """What the template shows of one built card (privleak.report.cards.Built)."""
+def card_view(built: cards.Built, figures: Path, params_text: str) -> dict:
+    """What the template shows of one built card."""
     card = built.card
     files = []
-    for path in built.files:
+    for path, suffixes in built.files.items():
         png, csv = figures / f"{path.as_posix()}.png", figures / f"{path.as_posix()}.csv"
         files.append(
             {
                 "name": path.name,
-                "image": data_uri(png) if png.is_file() else None,
-                "table": table(csv) if not png.is_file() and csv.is_file() else None,
-                "links": _links(path, built.formats[path], figures_href),
+                "image": data_uri(png) if "png" in suffixes else None,
+                "table": table(csv) if "png" not in suffixes and "csv" in suffixes else None,
+                "links": [
+                    {"href": f"{FIGURES_HREF}/{path.as_posix()}.{s}", "fmt": s} for s in suffixes
+                ],
             }
         )
     rows = [
@@ -84,12 +103,8 @@ def card_view(built, figures: Path, figures_href: str, params_text: str) -> dict
             "ref": r.number.ref,
             "row": r.number.row,
             "column": r.number.column,
-            "paper": (
-                f"{shown(r.number.value)} {r.number.unit}".strip()
-                if r.number.value is not None
-                else r.number.direction
-            ),
-            "ours": shown(r.ours),
+            "paper": printed(r.number),
+            "ours": _ours(r),
             "note": "; ".join(
                 text for text in (r.number.quote and f"“{r.number.quote}”", r.number.note) if text
             ),
@@ -106,6 +121,7 @@ def card_view(built, figures: Path, figures_href: str, params_text: str) -> dict
         "files": files,
         "rows": rows,
         "claims": built.claims,
+        "counts": cards.verdict_counts(built),
         "agreement": built.agreement,
         "stage": built.stage,
         "notebook": f"{built.stage}/{built.stage}.html",
@@ -118,20 +134,25 @@ def _yaml(value) -> str:
 
 
 def context(
-    papers, built, summary, params, profile: str, commit: str, changes: dict, outputs: dict
+    papers: Mapping[str, Paper],
+    built: Mapping[str, Sequence[cards.Built]],
+    params: Mapping,
+    figures: Path,
+    run: Mapping,
 ) -> dict:
-    """The template's context: per paper (papers: key -> Paper, built: key -> [Built], summary:
-    key -> cards.summary) its setup under `profile`, params block and card views; the run's
-    commit and changes; the executed notebook of every stage (outputs: run.outputs())."""
-    figures_href = "../figures"  # reports/index.html links to figures/ beside reports/
+    """The template's context: per paper its setup under the run's profile, params block, summary
+    and card views; the run (profile, commit, changes: run.changes, outputs: run.outputs); the
+    claims' interval level; the executed notebook of every stage."""
+    profile = run["profile"]
 
     def stage_params(stage: str) -> str:
         return _yaml(params_module.stage_params(stage, params))
 
     return {
         "profile": profile,
-        "commit": commit,
-        "changes": changes,
+        "commit": run["commit"],
+        "changes": run["changes"],
+        "level": f"{100 * (1 - params['claims'][profile]['alpha']):g} %",
         "papers": [
             {
                 "key": key,
@@ -139,17 +160,14 @@ def context(
                 "authors": paper.authors,
                 "ours": ours.setup(key, params, profile),
                 "params": _yaml(params[key][profile]),
-                "summary": summary[key],
-                "cards": [
-                    card_view(b, paths.FIGURES, figures_href, stage_params(b.stage))
-                    for b in built[key]
-                ],
+                "summary": cards.summary(built[key]),
+                "cards": [card_view(b, figures, stage_params(b.stage)) for b in built[key]],
             }
             for key, paper in papers.items()
         ],
         "notebooks": [
             {"href": f"{stage}/{stage}.html", "name": stage}
-            for out, stage in outputs.items()
+            for out, stage in run["outputs"].items()
             if out == f"reports/{stage}" and stage != "report"
         ],
     }

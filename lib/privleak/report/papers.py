@@ -24,12 +24,15 @@ Cell = str | int | float | bool
 
 
 class Ours(Strict):
-    """Where our comparable value sits: the row of figures/<dir>/<file>.csv whose columns equal
-    `where` (exactly one row), column `column`."""
+    """Where our comparable value sits: the row of figures/<paper>/<file>.csv whose columns equal
+    `where` (exactly one row; a list allows any of its values, e.g. the model each profile
+    runs), column `column`; `of`: the column of that row that counts what the value is a count
+    of (shown as "4 of 24 prompts")."""
 
     file: str
     column: str
-    where: dict[str, Cell] = {}
+    where: dict[str, Cell | list[Cell]] = {}
+    of: str | None = None
 
 
 class Number(Strict):

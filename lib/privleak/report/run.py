@@ -18,13 +18,17 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+# What a dvc repro itself rewrites before the report stage runs: not a change of the code.
+RUN_OUTPUTS = (":!dvc.lock", ":!metrics")
+
+
 def commit() -> str:
-    """HEAD's short hash, with '+ uncommitted changes' when tracked files differ; 'no git'
-    outside a git checkout."""
+    """HEAD's short hash, with '+ uncommitted changes' when tracked files other than the run's
+    own outputs differ; 'no git' outside a git checkout."""
     head = _git("rev-parse", "--short", "HEAD")
     if head is None:
         return "no git"
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RUN_OUTPUTS)
     return f"{head} + uncommitted changes" if dirty else head
 
 
@@ -39,8 +43,8 @@ def outputs(dvc_yaml: Path = paths.ROOT / "dvc.yaml") -> dict[str, str]:
 
 
 def changes(profile: str) -> dict:
-    """{headline, moved: [{key, old, new, ok, why}]}: the metrics that differ from HEAD's, when HEAD
-    ran the same profile."""
+    """{headline, moved: [{key, old, new, ok, why}]}: the metrics that differ from HEAD's at build
+    time, when HEAD ran the same profile."""
     committed = _git("show", "HEAD:params.yaml")
     if committed is None:
         return {"headline": "No committed run to compare with (no git history).", "moved": []}
@@ -57,10 +61,10 @@ def changes(profile: str) -> dict:
         return {"headline": f"No comparison: {error}", "moved": []}
     failed = sum(not change.ok for _, change in moved)
     headline = (
-        f"{len(moved)} metrics differ from the committed run, {failed} beyond tolerance "
-        "(make verify)."
+        f"When this page was built, {len(moved)} metrics differed from the committed run's, "
+        f"{failed} beyond tolerance (make verify)."
         if moved
-        else "Every metric equals the committed run's (make verify)."
+        else "When this page was built, every metric equalled the committed run's (make verify)."
     )
     rows = [
         {"key": f"{stem}:{c.key}", "old": c.old, "new": c.new, "ok": c.ok, "why": c.why}
