@@ -154,7 +154,8 @@ def test_our_value_is_the_one_row_the_selector_picks(figures):
 def test_a_missing_value_of_ours_says_why(figures):
     bare = Number(ref="Fig. 1", row="r", column="c", direction="up")
     assert cards.our_row(bare, "s3", figures).ours == cards.NOT_COMPARABLE
-    absent = _number(file="t_fig1_data", column="v", where={"policy": "redaction"})
+    # Every key is checked even after an earlier one has ruled out every row.
+    absent = _number(file="t_fig1_data", column="v", where={"eps": 9, "policy": "keyword", "v": 1})
     assert cards.our_row(absent, "s3", figures).ours == cards.NOT_RUN
     no_file = _number(file="t_fig9_data", column="v")
     assert cards.our_row(no_file, "s3", figures).ours == cards.NOT_RUN

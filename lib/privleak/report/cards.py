@@ -117,9 +117,10 @@ def our_row(number: Number, paper_key: str, figures: Path) -> Row:
         f"{number.column!r} names column {unknown[0] if unknown else ''!r}, which {path.name} "
         f"lacks; allowed: {', '.join(map(str, frame.columns))}",
     )
-    rows = frame
+    picked = pd.Series(True, index=frame.index)
     for column, wanted in ours.where.items():
-        rows = rows[rows[column].map(lambda cell, w=wanted: _same(cell, w))]
+        picked &= frame[column].map(lambda cell, w=wanted: _same(cell, w)).astype(bool)
+    rows = frame[picked]
     if len(rows) != 1:
         return Row(number, NOT_RUN if rows.empty else SEVERAL)
     row = rows.iloc[0]
