@@ -10,7 +10,9 @@
 # side, inconclusive otherwise. Claims about a model trained here also need an interval over
 # training runs: where the artifacts hold fewer than `min_units` runs, the claim stays
 # inconclusive and its note says what the interval over units alone reads. Guarantees (bounded
-# CID, the n-ISP bound) are checked on every unit instead: one violation contradicts them.
+# CID, the n-ISP bound, the per-token ε of bounded CID and DP-ICL on the audit's canaries) are
+# checked on every unit instead: one violation contradicts them. PAD's per-response ε is judged
+# against the audit's lower bound, which can contradict it but never confirm it.
 # No model runs here.
 
 # %% tags=["parameters"]
@@ -23,7 +25,18 @@ leakage = {"repeat_min_words": 20, "rouge_rule": "pad",
 domain = "AIRLINE"
 
 # %%
-from privleak.claims import claims_frame, counts, markdown, metrics_json, s0, s1, s2, s3, s4
+from privleak.claims import (
+    audit,
+    claims_frame,
+    counts,
+    markdown,
+    metrics_json,
+    s0,
+    s1,
+    s2,
+    s3,
+    s4,
+)
 from privleak.claims.registry import bootstrapper, evaluate
 from privleak.pipeline import paths
 
@@ -43,6 +56,7 @@ frames = {
     "s2": s2.load(paths.INTERIM, leakage),
     "s3": s3.load(paths.INTERIM),
     "s4": s4.load(paths.INTERIM),
+    "audit": audit.load(paths.INTERIM),
 }
 # S1 on the in-pipeline family resamples its training runs with the sequences when there are
 # min_units of them; pretrained models have one run by nature.
@@ -66,6 +80,7 @@ found = evaluate(
             seeds_rule=SEEDS,
         ),
         *s4.findings(frames["s4"], boot),
+        *audit.findings(frames["audit"], claims["alpha"]),
     ]
 )
 frame = claims_frame(found)

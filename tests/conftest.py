@@ -40,6 +40,38 @@ def tiny_llama(vocab_size: int = 32, window: int = 64, seed: int = 0) -> LlamaFo
     return _peaked(LlamaForCausalLM(config).eval())
 
 
+def copying_llama(vocab_size: int = 16, strength: float = 60.0) -> LlamaForCausalLM:
+    """A 1-layer Llama with hand-set weights whose next-token logits are `strength` times the
+    tokens' frequencies in the whole prompt (uniform attention: q = k = 0; values copy each
+    token's one-hot): a model that reacts to a context document as strongly as asked, so a
+    privacy audit on it has something to find."""
+    hidden = 2 * vocab_size
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=8,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+                         pad_token_id=0, tie_word_embeddings=False)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    eye = torch.eye(vocab_size)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+        for norm in (
+            model.model.norm,
+            *(
+                m
+                for layer in model.model.layers
+                for m in (layer.input_layernorm, layer.post_attention_layernorm)
+            ),
+        ):
+            norm.weight.fill_(1.0)  # fmt: skip
+        model.model.embed_tokens.weight[:, :vocab_size] = eye  # token t -> dim t
+        attention = model.model.layers[0].self_attn
+        attention.v_proj.weight[:vocab_size, :vocab_size] = eye  # copy the one-hot
+        attention.o_proj.weight[vocab_size:, :vocab_size] = eye  # into the upper half
+        model.lm_head.weight[:, vocab_size:] = strength * eye  # logits read the frequencies
+    return model
+
+
 def family_llama(seed: int = 0, vocab_size: int = 300) -> LlamaForCausalLM:
     """The repo's tiny Llama family at toy size (`privleak.training.family.llama_config`): tied
     embeddings, RMSNorm, RoPE; the architecture S3 fine-tunes."""

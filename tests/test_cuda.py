@@ -233,3 +233,32 @@ def test_s3_redaction_schedule_takes_dp_steps_on_cuda_like_on_cpu():
     # the plain steps before the first DP step see the same data and no noise
     first_dp = cpu.plain.index(False)
     assert cuda.losses[:first_dp] == pytest.approx(cpu.losses[:first_dp], rel=1e-4)
+
+
+def test_audit_forced_laws_agree_on_cpu_and_cuda():
+    from privleak.audit import pairs
+    from privleak.audit.canaries import Canary
+    from tests.conftest import word_tokenizer
+
+    canary = Canary(id="c", document="alice ran to the park with bob", secret="bob",
+                    question="who ran", answer_prefix="it is",
+                    others=("the cat sat on the mat", "a dog sat"))  # fmt: skip
+    tokenizer = word_tokenizer(add_bos=True)
+    candidates = [tokenizer(t, add_special_tokens=False)["input_ids"]
+                  for t in ("bob", "bob ran to the park", "a dog")]  # fmt: skip
+    setting = DPICLSettings(1.0, 1.0, 0.5, 0.01)
+    cid = {"b": pairs.CIDVariant(1.0, 0.5, 0.8)}
+    pad = {"p": (PADSettings(epsilon=0.2), PADSettings(epsilon=0.2))}
+    out = {}
+    for device in ("cpu", "cuda"):
+        model = tiny_llama(vocab_size=16, window=256).to(device)
+        out[device] = (
+            pairs.dp_icl_scores(model, tokenizer, canary, "add", "plain", {"d": setting},
+                                candidates)["d"],
+            pairs.cid_scores(model, tokenizer, canary, "add", "plain", cid, candidates)["b"],
+            pairs.pad_scores(model, tokenizer, canary, "replace", "plain", pad, candidates,
+                             temperature=0.2, draws=4, seed=0)["p"],
+        )  # fmt: skip
+    for cpu, cuda in zip(out["cpu"], out["cuda"], strict=True):
+        for a, b in zip(cpu.logp_in + cpu.logp_out, cuda.logp_in + cuda.logp_out, strict=True):
+            assert a == pytest.approx(b, abs=1e-4)

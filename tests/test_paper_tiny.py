@@ -79,6 +79,10 @@ STAGES = [
     "s3_train",
     "s3_attack",
     "render_s3",
+    "audit_dp_rag",
+    "audit_cid",
+    "audit_pad",
+    "render_audit",
     "render_claims",
     "report",
 ]
@@ -301,6 +305,14 @@ def _paper_params(
     s2["summary"]["max_new_tokens"] = 4
     s2["esp"] |= {"prompts": 2, "draws": 2}
     s2["accounting"]["lengths"] = [2, 4]
+    audit = params["audit"]["paper"]
+    audit["canaries"] |= {
+        "count": 2,
+        "documents": 2,
+        "n": 30,
+        "options": {"diseases": 4, "concentration": 0.5, "rare_details": 2},
+    }
+    audit |= {"samples": 2, "max_new_tokens": 4, "draws": 2, "batch_rows": 16}
     return params
 
 
@@ -459,6 +471,29 @@ def test_claims_are_judged_from_the_paper_profile_artifacts(paper_root):
     assert not notes[s3.index].str.contains("needs an interval over").any()
     perplexity = s3[s3.index.str.contains("perplexity")]
     assert len(perplexity) == 4 and perplexity["ci_low"].map(math.isfinite).all()
+
+
+def test_the_audit_runs_every_mechanism_and_setting_of_the_paper_profile(paper_root):
+    table = pd.read_csv(paper_root / "figures" / "audit" / "audit_table.csv")
+    params = yaml.safe_load((paper_root / "params.yaml").read_text())
+    s0, s2, s4 = (params[p]["paper"] for p in ("s0", "s2", "s4"))
+    expected = {
+        "dp_rag": {f"eps{e:g}" for e in s4["budget"]["epsilons"]}
+        | {f"eps{s4['budget']['epsilons'][0]:g}_broken"},
+        "cid": {f"eps{e:g}" for e in s0["bounded"]["eps"]} | {"no_search"},
+        "pad": {f"eps{e:g}" for e in {*s2["sweeps"]["epsilons"], s2["pad"]["epsilon"]}}
+        | {f"eps{s2['pad']['epsilon']:g}_broken"},
+    }
+    for mechanism, variants in expected.items():
+        assert set(table.loc[table["mechanism"] == mechanism, "variant"]) == variants
+    assert (table["canaries"] == 2).all()
+    correct = table[~table["broken"]]
+    assert correct["nominal_epsilon"].notna().sum() == (correct["mechanism"] != "cid").sum()
+    # DP-ICL and bounded CID never exceed their per-token epsilon, whatever the model.
+    pure = correct[correct["mechanism"] != "pad"]
+    assert (pure["audited_token"] <= pure["nominal_token"] * (1 + 1e-4)).all()
+    metrics = json.loads((paper_root / "metrics" / "audit.json").read_text())
+    assert set(metrics["flagged"]) == {f"{m}/{v}" for m, vs in expected.items() for v in vs}
 
 
 def test_s4_asks_every_patient_with_both_decoders_at_every_epsilon(paper_root):

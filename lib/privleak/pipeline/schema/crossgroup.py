@@ -7,6 +7,7 @@ from typing import Annotated, Self
 
 from pydantic import model_validator
 
+from privleak.pipeline.schema.audit import Audit
 from privleak.pipeline.schema.base import (
     INDEX,
     NAME,
@@ -44,6 +45,7 @@ class Params(Strict):
     s4: per_profile(S4, "S4Group")
     s2: per_profile(S2, "S2Group")
     s3: per_profile(S3, "S3Group")
+    audit: per_profile(Audit, "AuditGroup")
     claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")
