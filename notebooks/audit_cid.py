@@ -12,7 +12,8 @@
 # comes from batched forced decoding after the D and D' prompts (prefilled together: the canary
 # sits after their shared prefix) and the prior prompt; at every visited prefix the worst-case
 # token loss over the whole vocabulary is read too. Broken control: CID at lam_max with no
-# lambda search, claiming the grid's smallest epsilon.
+# lambda search, claiming the grid's smallest epsilon. The LM runs in `audit.lm_dtype` (the
+# paper group's dtype when null); the laws are float32.
 
 # %% tags=["parameters"]
 seed = 0

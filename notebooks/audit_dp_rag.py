@@ -14,7 +14,8 @@
 #
 # Variants: each response budget epsilon of S4, and a broken control at the first one whose token
 # law uses C / `controls.dp_rag_sensitivity_divisor` (more signal than the budget pays for) while
-# claiming the correct epsilon.
+# claiming the correct epsilon. The LM runs in `audit.lm_dtype`, else S4's `lm_dtype`; the token
+# law is float32.
 
 # %% tags=["parameters"]
 seed = 0

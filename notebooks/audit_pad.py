@@ -14,7 +14,8 @@
 # and D'). Candidates: the secret, the undefended greedy response with D', and `samples` PAD
 # responses under D' and under D for each epsilon of S2's sweep. Broken control: PAD at the
 # table's epsilon with sigma / `controls.pad_sigma_divisor` (the amplification divided), claiming
-# the correct sigma's epsilon.
+# the correct sigma's epsilon. The LM runs in `audit.lm_dtype` (the paper group's dtype when
+# null); the laws are float32.
 
 # %% tags=["parameters"]
 seed = 0
