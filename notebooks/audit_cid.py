@@ -31,7 +31,7 @@ audit = {
     "samples": 4, "max_new_tokens": 6, "alpha": 0.05, "batch_rows": 64, "draws": 4,
     "controls": {"dp_rag_sensitivity_divisor": 4.0, "pad_sigma_divisor": 10.0},
 }  # fmt: skip
-max_batch_streams = 96
+max_batch_streams = 16
 
 # %%
 import time
