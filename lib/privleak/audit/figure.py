@@ -14,7 +14,11 @@ SETTINGS = {"dp_rag": "response budget ε", "cid": "per-token ε", "pad": "PAD �
 SERIES = (
     ("nominal_token", "nominal, per token", {"ls": "-", "marker": "", "color": "C0"}),
     ("audited_token", "exact worst token loss", {"ls": "", "marker": "o", "color": "C0"}),
-    ("nominal_epsilon", "nominal (ε, δ), per response", {"ls": "--", "marker": "", "color": "C1"}),
+    (
+        "nominal_epsilon",
+        "nominal (ε, δ), per response (PAD: all steps)",
+        {"ls": "--", "marker": "", "color": "C1"},
+    ),  # fmt: skip
     ("nominal_response", "nominal pure, per response", {"ls": ":", "marker": "", "color": "C1"}),
     ("nominal_relaxed", "nominal γ-relaxed (ε, δ), PLD", {"ls": "--", "marker": "", "color": "C4"}),
     (
@@ -38,6 +42,11 @@ SERIES = (
         "largest |loss| of a candidate",
         {"ls": "", "marker": "s", "color": "C1", "mfc": "none"},
     ),  # fmt: skip
+    (
+        "wb_relaxed_low",
+        "γ-relaxed white-box lower bound (95 %)",
+        {"ls": "", "marker": "^", "color": "C4"},
+    ),  # fmt: skip
     ("bb_epsilon_low", "black-box lower bound (95 %)", {"ls": "", "marker": "v", "color": "C2"}),
 )
 BROKEN_BOUNDS = ("audited_token", "event_epsilon_low", "wb_epsilon_low", "bb_epsilon_low",
@@ -45,10 +54,12 @@ BROKEN_BOUNDS = ("audited_token", "event_epsilon_low", "wb_epsilon_low", "bb_eps
 
 
 def _positive(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    values = pd.to_numeric(frame[column], errors="coerce") if column in frame else None
-    if values is None:
+    """The rows whose `column` holds a finite number > 0 (a log axis shows nothing else)."""
+    if column not in frame:
         return frame.iloc[0:0]
-    return frame[np.isfinite(values) & (values > 0)].assign(**{column: values})
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    keep = np.flatnonzero(np.isfinite(values) & (values > 0))
+    return frame.iloc[keep].assign(**{column: values[keep]})
 
 
 def audit_figure(table: pd.DataFrame, mechanism: str) -> plt.Figure:
