@@ -21,7 +21,6 @@ from privleak.report.papers import Card, Number, Paper
 NOT_COMPARABLE = "no comparable value"
 NOT_RUN = "not run on this profile"
 SEVERAL = "several rows on this profile"
-MISSING = (NOT_COMPARABLE, NOT_RUN, SEVERAL)
 # A card agrees with the paper when its claims reproduce and none is contradicted (`agreement`).
 AGREEMENTS = ("agrees", "mixed", "disagrees", "undecided", "no claim")
 
@@ -87,8 +86,8 @@ def _same(cell, wanted) -> bool:
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a card's paper-vs-ours table: ours is a value, or one of MISSING; of: the
-    count our value is out of (Ours.of), when given."""
+    """One line of a card's paper-vs-ours table: ours is a value, or NOT_COMPARABLE, NOT_RUN or
+    SEVERAL; of: the count our value is out of (Ours.of), when given."""
 
     number: Number
     ours: float | str
@@ -96,13 +95,13 @@ class Row:
 
     @property
     def measured(self) -> bool:
-        """Whether the row holds a number of ours (not one of MISSING, not NaN)."""
+        """Whether the row holds a number of ours (not a missing-value marker, not NaN)."""
         return isinstance(self.ours, float) and not math.isnan(self.ours)
 
 
 def our_row(number: Number, paper_key: str, figures: Path) -> Row:
-    """`number` with our value: the one csv row its selector picks, else one of MISSING. A column
-    the csv lacks is a typo in the paper file: PrivleakError."""
+    """`number` with our value: the one csv row its selector picks, else NOT_COMPARABLE, NOT_RUN
+    or SEVERAL. A column the csv lacks is a typo in the paper file: PrivleakError."""
     ours = number.ours
     if ours is None:
         return Row(number, NOT_COMPARABLE)
