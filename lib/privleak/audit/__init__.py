@@ -8,5 +8,8 @@ privacy loss of candidate outputs (white-box), a distinguishing test on sampled 
   (DP-ICL, bounded CID, PAD), with their deliberately broken controls;
 - `bounds`: Clopper-Pearson intervals, the white-box and black-box epsilon lower bounds, the
   hockey-stick divergence at the nominal epsilon;
-- `table`: one row per (mechanism, setting, variant): nominal vs audited epsilon and the flag.
+- `accountants`: PAD's Gaussian steps composed into one Gaussian, under RDP, PLD and PRV;
+- `run`: one mechanism's candidates over its canaries, as tidy rows;
+- `table`: one row per (mechanism, variant): nominal vs audited epsilon and the flag;
+- `figure`: one figure per mechanism from the table.
 """
