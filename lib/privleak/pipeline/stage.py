@@ -14,6 +14,8 @@ started are stopped. Every ending but success prints one line on stderr:
 - a cell raised, the kernel died, a cell ran past --timeout, or the kernel failed to start:
   `privleak: error: stage 's' failed: <Error>: <first line> (see reports/failed/s.ipynb)`,
   exit 2; the executed notebook is kept at reports/failed/<stage>.ipynb, outside every output.
+  The kernel's own stdout and stderr (outside cells: startup, teardown) go to
+  .privleak/kernels/<stage>.log.
 - SIGINT (Ctrl-C), SIGTERM or SIGHUP, or the death of the process that launched the runner
   (handled as SIGTERM): `privleak: error: stage 's' interrupted (SIGINT); partial outputs
   removed`, exit 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells do.
@@ -226,7 +228,12 @@ class _QuietNbclient(logging.Filter):
         return "nbclient" not in Path(record.pathname).parts
 
 
-def _papermill(notebook, executed: Path, values: dict, timeout: float | None) -> None:
+def kernel_log(stage: str) -> Path:
+    """Where the stage's kernel writes its own stdout and stderr (privleak.pipeline.kernel)."""
+    return paths.ROOT / ".privleak" / "kernels" / f"{stage}.log"
+
+
+def _papermill(notebook, executed: Path, values: dict, timeout: float | None, log: Path) -> None:
     import papermill
     import zmq
     from traitlets.config import Config
@@ -245,6 +252,10 @@ def _papermill(notebook, executed: Path, values: dict, timeout: float | None) ->
         log_output=False,
         config=Config(
             {
+                "NotebookClient": {
+                    "kernel_manager_class": "privleak.pipeline.kernel.LoggedKernelManager"
+                },
+                "LoggedKernelManager": {"output_file": str(log)},
                 "KernelManager": {
                     "transport_encryption": encryption,
                     # After its shutdown reply the kernel only tears down its interpreter (~1-3 s
@@ -261,14 +272,14 @@ def _papermill(notebook, executed: Path, values: dict, timeout: float | None) ->
     )
 
 
-def _execute(notebook, executed: Path, values: dict, timeout: float | None) -> None:
+def _execute(notebook, executed: Path, values: dict, timeout: float | None, log: Path) -> None:
     """Run the notebook into `executed` in a worker thread while the main thread waits, so a
     signal raises Interrupted here rather than half-way through papermill, nbclient or zmq."""
     failures: list[Exception] = []
 
     def work() -> None:
         try:
-            _papermill(notebook, executed, values, timeout)
+            _papermill(notebook, executed, values, timeout, log)
         except Exception as error:
             failures.append(error)
 
@@ -342,6 +353,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     # Executed outside the outputs: a worker still saving it after an interruption cannot
     # overwrite the restored previous outputs.
     scratch = paths.ROOT / ".privleak" / "running" / f"{stage}.ipynb"
+    log = kernel_log(stage)
     # The kernel inherits these: no tokenizer thread pool, and OpenMP threads that sleep instead
     # of spinning between ops (spinning made forwards ~3x slower on a shared 2-core machine).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -354,10 +366,11 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     try:
         paths.remove(failed)
         scratch.parent.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
         outputs.set_aside()
         with _SIGNALS.armed():
             began = True
-            _execute(notebook, scratch, values, timeout)
+            _execute(notebook, scratch, values, timeout, log)
             _publish(scratch, paths.REPORTS / stage)
         unwritten = [_shown(o) for o in outputs.outputs if not _exists(o)]
         require(
