@@ -14,12 +14,13 @@
 # and D'). Candidates: the secret, the undefended greedy response with D', and `samples` PAD
 # responses under D' and under D for each epsilon of S2's sweep. Broken control: PAD at the
 # table's epsilon with sigma / `controls.pad_sigma_divisor` (the amplification divided), claiming
-# the correct sigma's epsilon. The LM runs in `audit.lm_dtype` (the paper group's dtype when
-# null); the laws are float32.
+# the correct sigma's epsilon. The LM runs in `audit.lm_dtype`, else S2's `lm_dtype`, else models'
+# dtype; the laws are float32.
 
 # %% tags=["parameters"]
 seed = 0
 lm = "smollm2-135m-instruct"
+lm_dtype = None
 template = "chat"
 device = "cpu"
 dtype = "float32"
@@ -68,7 +69,7 @@ variants = {name: (settings, settings) for name, settings in claims.items()}
 divisor = audit["controls"]["pad_sigma_divisor"]
 broken = dataclasses.replace(table, amplification=table.amplification / divisor)
 variants[f"eps{pad['epsilon']:g}_broken"] = (broken, table)
-model, tokenizer = registry.load(lm, device=device, dtype=audit["lm_dtype"] or dtype,
+model, tokenizer = registry.load(lm, device=device, dtype=audit["lm_dtype"] or lm_dtype or dtype,
                                  device_map=device_map)  # fmt: skip
 
 # %% [markdown]

@@ -80,7 +80,8 @@ def named(what: str, value: str) -> str:
 
 commands = sorted(set(prompts["command"]))
 SETUP = (
-    f"LM {named('lm', setup['lm'])}, {setup['template']} template; PPL evaluator "
+    f"LM {named('lm', setup['lm'])} in {setup['lm_dtype']}, {setup['template']} template; PPL "
+    f"evaluator "
     f"{named('evaluator', EVALUATOR)}; embedder {named('embedder', setup['embedder'])}; "
     f"reranker {named('reranker', setup['reranker'])}; attack commands: "
     + ("App. A's" if commands == [APP_A] else "tuned here (not App. A's): " + " | ".join(commands))

@@ -12,8 +12,10 @@
 # - Dist.: only the reranked candidates within L2 distance `distance.table` of the query (and on
 #   the sweep corpus each of `distance.sweep`).
 # The noise defenses of a prompt share its prompt: one decode call forks one prefill to all of
-# them. Every response keeps its per-step noise records (sigma, Delta, protected) for the
-# accountant and each token's log-prob under the undefended model.
+# them. The LM runs in `lm_dtype` (models' dtype when null); its logits are cast to float32
+# before the noise, the screening and every log-prob. Every response keeps its per-step noise
+# records (sigma, Delta, protected) for the accountant and each token's log-prob under the
+# undefended model.
 #
 # Exact secret probabilities (a first for PAD): for the first `esp.prompts` prompts per corpus, each
 # planted secret in the prompt's top contexts (at most `esp.max_secrets` per prompt), forced after
@@ -23,6 +25,7 @@
 # %% tags=["parameters"]
 seed = 0
 lm = "smollm2-135m-instruct"
+lm_dtype = None
 template = "chat"
 device = "cpu"
 dtype = "float32"
@@ -86,7 +89,7 @@ pad_settings = PADSettings(
     min_sensitivity=pad["min_sensitivity"], tau_conf=pad["tau_conf"],
     tau_margin=pad["tau_margin"], **weights,
 )  # fmt: skip
-model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
+model, tokenizer = registry.load(lm, device=device, dtype=lm_dtype or dtype, device_map=device_map)
 store = checkpoint.open_stage("s2_generate", globals())
 run = {k: decoding[k] for k in ("temperature", "max_new_tokens", "min_new_tokens", "forward_mode")}
 run["template"] = template
@@ -250,5 +253,6 @@ require(
 responses.to_parquet(OUT / "responses.parquet", index=False)
 esp_table.to_parquet(OUT / "esp.parquet", index=False)
 (OUT / "pad_settings.json").write_text(json.dumps(dataclasses.asdict(pad_settings), indent=1))
-(OUT / "setup.json").write_text(json.dumps({"lm": lm, "template": template}) + "\n")
+setup = {"lm": lm, "lm_dtype": lm_dtype or dtype, "template": template}
+(OUT / "setup.json").write_text(json.dumps(setup) + "\n")
 pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable

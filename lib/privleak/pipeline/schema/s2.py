@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from privleak.pipeline.schema.base import (
     COUNT,
+    DTYPE,
     INDEX,
     MASS,
     NAME,
@@ -20,6 +21,7 @@ from privleak.pipeline.schema.base import (
     is_number,
     list_of,
     one_of,
+    optional,
 )
 from privleak.pipeline.schema.data import Slot
 
@@ -124,6 +126,9 @@ class S2Leakage(Strict):
 
 class S2(Strict):
     lm: Annotated[str, TEXT]
+    # the LM's dtype for responses and secret ESPs (None: models.<profile>.dtype); PAD's noise, its
+    # screening and every log-prob are computed in float32 either way
+    lm_dtype: Annotated[str | None, optional(DTYPE)]
     template: Annotated[str, one_of(*TEMPLATES)]
     evaluator: Annotated[str, TEXT]  # the fixed LM that scores every response's PPL
     embedder: Annotated[str, TEXT]
