@@ -23,6 +23,16 @@ accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "length
 leakage = {"repeat_min_words": 20, "rouge_rule": "pad",
            "rouge_thresholds": {"pad": 0.2, "zeng": 0.5}}  # fmt: skip
 domain = "AIRLINE"
+mia = {
+    "models": "family",
+    "members": "planted",
+    "non_members": {"source": "held_out", "count": 64},
+    "k": 0.2,
+    "reference": "h8",
+    "lira": {"sizes": ["h8"], "references": 2, "variance": "global"},
+    "batch_size": 16,
+    "fprs": [0.01, 0.001],
+}
 
 # %%
 from privleak.claims import (
@@ -37,6 +47,7 @@ from privleak.claims import (
     s3,
     s4,
 )
+from privleak.claims import mia as mia_claims
 from privleak.claims.registry import bootstrapper, evaluate
 from privleak.pipeline import paths
 
@@ -57,6 +68,7 @@ frames = {
     "s3": s3.load(paths.INTERIM),
     "s4": s4.load(paths.INTERIM),
     "audit": audit.load(paths.INTERIM),
+    "mia": mia_claims.load(paths.INTERIM),
 }
 # S1 on the in-pipeline family resamples its training runs with the sequences when there are
 # min_units of them; pretrained models have one run by nature.
@@ -81,6 +93,7 @@ found = evaluate(
         ),
         *s4.findings(frames["s4"], boot),
         *audit.findings(frames["audit"], claims["alpha"]),
+        *mia_claims.findings(frames["mia"], mia, claims, SEEDS),
     ]
 )
 frame = claims_frame(found)

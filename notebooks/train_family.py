@@ -42,9 +42,9 @@ import torch
 from safetensors.torch import save_file
 
 from privleak.data.records import read_jsonl
-from privleak.data.synthetic import generate
 from privleak.pipeline import paths
 from privleak.training import family as fam
+from privleak.training.corpus import family_texts
 
 # Tiny models are overhead-bound: one intra-op thread avoids oversubscribing the 2 shared cores
 # (measured 4-5x faster than 2 threads while other jobs run). Results do not depend on it.
@@ -53,17 +53,8 @@ OUT = paths.DATA / "family"
 CORPUS = paths.RAW / "pretrain.jsonl"
 
 pretrain = read_jsonl(CORPUS)
-texts = [r["text"] for r in pretrain]
-# The prose fields of each mix article, in reading order (S0 conditions on these fields).
-MIX_FIELDS = {
-    "cnn_dm": ["article", "highlights"],
-    "pubmedqa": ["question", "context", "long_answer"],
-}
 mix_seed = seed + family["mix_seed_offset"]
-for generator, count in sorted(family["mix"].items()):
-    if count:
-        records, _ = generate(generator, count, mix_seed)
-        texts += ["\n\n".join(r[f] for f in MIX_FIELDS[generator]) for r in records]
+texts = family_texts(pretrain, family["mix"], mix_seed)
 print(f"{len(pretrain)} pretrain documents + {len(texts) - len(pretrain)} mix articles")
 
 # %%

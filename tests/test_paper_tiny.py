@@ -83,6 +83,9 @@ STAGES = [
     "audit_cid",
     "audit_pad",
     "render_audit",
+    "mia_references",
+    "mia_score",
+    "render_mia",
     "render_claims",
     "report",
 ]
@@ -234,6 +237,20 @@ def _sequence_file(root: Path) -> list[str]:
     return [r["prefix"] + r["suffix"] for r in rows] + [r["text"] for r in records]
 
 
+def _mia_files(root: Path, params: dict) -> None:
+    """The paper profile's member and non-member files, at its own paths: planted sequences of a
+    synthetic corpus, the first half as members (one with a duplication count)."""
+    mia = params["mia"]["paper"]
+    records, secrets = generate("pretrain", 12, 5, {"doc_words": 40, "sequences_per_count": 2,
+                                                    "duplication_counts": [1, 2]})  # fmt: skip
+    rows = [{"id": r["seq_id"], "text": r["prefix"] + r["suffix"], "duplicates": r["duplicates"]}
+            for r in seq.planted_sequences(records, secrets)]  # fmt: skip
+    half = len(rows) // 2
+    write_jsonl(rows[:half], root / mia["members"].removeprefix("file:"))
+    others = [{"id": r["id"], "text": r["text"]} for r in rows[half:]]
+    write_jsonl(others, root / mia["non_members"]["source"].removeprefix("file:"))
+
+
 def _paper_params(
     root: Path, lms: dict, hub: dict, factkb: str, chat_lm: str, s2_hub: dict, reranker: str
 ) -> dict:
@@ -313,6 +330,10 @@ def _paper_params(
         "options": {"diseases": 4, "concentration": 0.5, "rare_details": 2},
     }
     audit |= {"samples": 2, "max_new_tokens": 4, "draws": 2, "batch_rows": 16}
+    # MIA keeps the paper profile's file: members and non-members; two listed models, the first
+    # the reference.
+    params["mia"]["paper"] |= {"models": [lms["llama"], lms["opt"]], "reference": lms["llama"],
+                               "batch_size": 4}  # fmt: skip
     return params
 
 
@@ -371,6 +392,7 @@ def paper_root(tmp_path_factory) -> Path:
     reranker = _save_cross_encoder(root, s2_texts)
     params = _paper_params(root, lms, hub, str(factkb), _save_chat_lm(root), s2_hub, reranker)
     _s3_paper_params(root, params)
+    _mia_files(root, params)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for stage in STAGES:
         _run_stage(root, stage)
@@ -408,6 +430,17 @@ def test_the_report_shows_every_card_and_claim_under_the_paper_profile(paper_roo
     for claim in pd.read_csv(paper_root / "figures" / "claims" / "claims.csv")["id"]:
         assert page.count(f'<b class="claim-id">{claim}</b>') == 1, claim
     assert "Profile <b>paper</b>" in page
+
+
+def test_mia_scores_the_listed_models_on_the_paper_profiles_member_files(paper_root):
+    table = pd.read_csv(paper_root / "figures" / "mia" / "mia_table.csv")
+    llama, opt = str(paper_root / "models" / "tiny-llama"), str(paper_root / "models" / "tiny-opt")
+    assert set(table["model"]) == {llama, opt}
+    attacks = table.groupby("model")["attack"].agg(set)
+    assert attacks[opt] == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference"}
+    assert attacks[llama] == {"loss", "zlib", "min_k", "min_k_plus_plus"}  # it is the reference
+    assert (table["runs"] == 1).all() and table["effect"].between(0, 1).all()
+    assert (paper_root / "data" / "mia_references" / "manifest.json").exists()  # nothing trained
 
 
 def test_every_figure_is_written_in_every_format(paper_root):

@@ -4,7 +4,6 @@ and the YAML loader and error lines behave (the bad-input catalogue is test_bad_
 
 from __future__ import annotations
 
-import ast
 import inspect
 import subprocess
 import sys
@@ -16,8 +15,10 @@ from privleak import claims, decoding, figures, models, ngrams, prompts
 from privleak.data import dialogs, loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
+from privleak.mia import attacks
+from privleak.mia import metrics as mia_metrics
 from privleak.pipeline import paths, schema
-from privleak.training import schedules
+from privleak.training import corpus, schedules
 from tests.test_dvc_deps import LIB, imported_modules, module_file
 
 
@@ -40,6 +41,8 @@ def test_repeated_names_match_the_library():
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
     assert set(loaders.SPEC_KEYS) == set(schema.Slot.model_fields)
     assert schema.CLAIM_METHODS == claims.METHODS
+    assert schema.MIA_VARIANCES == attacks.VARIANCES
+    assert schema.MIA_METHODS == mia_metrics.METHODS
     assert schema.WINDOWS == ngrams.WINDOWS
     assert schema.FORWARD_MODES == decoding.FORWARD_MODES
     assert schema.DIALOG_DOMAINS == dialogs.DOMAINS
@@ -67,13 +70,7 @@ def test_generator_options_match_the_generators(generator):
 
 
 def test_family_mix_keys_are_the_generators_train_family_mixes():
-    source = (paths.NOTEBOOKS / "train_family.py").read_text()
-    mix_fields = next(
-        node.value
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MIX_FIELDS"
-    )
-    assert {key.value for key in mix_fields.keys} == set(schema.Mix.model_fields)
+    assert set(corpus.MIX_FIELDS) == set(schema.Mix.model_fields)
 
 
 def test_duplicate_key_in_a_flow_mapping_names_key_and_line():

@@ -17,6 +17,12 @@ S1 = "S1 (Tiwari & Suh)"
 S2 = "S2 (Wang et al.)"
 S3 = "S3 (Safe generation in multi-domain dialogs)"
 S4 = "S4 (Grislain)"
+MIA = "MIA (standard findings)"
+MIA_NOTE = (
+    "not a claim of the five papers: the MIA literature's finding, paraphrased, judged on the "
+    "tiny family, whose members (planted sequences) and non-members (held-out draws of the same "
+    "generator) are known by construction"
+)
 # The classifier policy of S3 is not the paper's RoBERTa: every claim on it says so.
 S3_STAND_IN = (
     "the classifier policy of the smoke and embedded profiles fine-tunes the tiny family LM, a "
@@ -757,6 +763,44 @@ SPECS = (
         unit="canaries",
         note="the retrieval threshold is held fixed (the token law is audited) and the audit's "
         "stores are its own (figures/audit); exact on the audited pairs, which is all it can show",
+    ),
+    # ---- MIA: the standard membership-inference findings, on the family (known membership)
+    Spec(
+        id="s1.mia.size.{attack}",
+        paper=MIA,
+        quote="larger models are more vulnerable to membership inference",
+        where="a finding of the MIA literature, paraphrased (e.g. Duan et al. 2024, MIMIR: "
+        "attacks gain with model size)",
+        effect="AUC of {attack} on {large} minus on {small} (mean over training runs; all "
+        "members against the non-members)",
+        direction="+",
+        unit="members (crossed with the non-members and the training runs)",
+        note=MIA_NOTE,
+    ),
+    Spec(
+        id="s1.mia.duplication.{attack}",
+        paper=MIA,
+        quote="sequences duplicated more often in the training data are more vulnerable to "
+        "membership inference",
+        where="a finding of the MIA literature, paraphrased (e.g. Kandpal et al. 2022, "
+        "deduplication mitigates privacy risks)",
+        effect="on {model}, AUC of {attack} for the members planted {most} times minus for "
+        "those planted {least} time(s) (each against all non-members; mean over runs)",
+        direction="+",
+        unit="members per duplication count (crossed with the non-members and the runs)",
+        note=MIA_NOTE,
+    ),
+    Spec(
+        id="s1.mia.order.{better}_over_{worse}.{model}",
+        paper=MIA,
+        quote="Min-K%++ outperforms Min-K%, which outperforms the LOSS attack",
+        where="a finding of the MIA literature, paraphrased (Zhang et al. 2024, Min-K%++; Shi "
+        "et al. 2024, Min-K%)",
+        effect="on {model}, AUC of {better} minus AUC of {worse} (same texts and runs; mean "
+        "over runs)",
+        direction="+",
+        unit="members (crossed with the non-members and the training runs)",
+        note=MIA_NOTE,
     ),
 )
 CATALOGUE = {spec.id: spec for spec in SPECS}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from faker import Faker
@@ -144,3 +144,42 @@ def pretrain(
         records.append({"id": record_id, "text": text})
         rows += secret_rows(record_id, "text", spans)
     return records, with_duplicates(rows)
+
+
+def held_out_sequences(
+    seed: int,
+    count: int,
+    *,
+    exclude: Iterable[str] = (),
+    ne_prefix_words: int = 40,
+    long_prefix_words: int = 40,
+    long_suffix_words: int = 40,
+) -> list[dict]:
+    """`count` sequences drawn as `pretrain` draws its planted ones, and planted nowhere: for
+    j = 0, 1, ... a named entity (name, email, phone in turn) then a long sequence, until `count`
+    rows. Rows {seq_id "held-NNNN", kind, prefix, suffix}, the suffix of a named entity ending in
+    the "." every planted one carries. Their own random stream (generator "pretrain-held-out"),
+    and no secret equals one in `exclude` (the planted secrets) or another held-out one."""
+    check_int("pretrain-held-out", "count", count, 1)
+    for name, value in [
+        ("ne_prefix_words", ne_prefix_words),
+        ("long_prefix_words", long_prefix_words),
+        ("long_suffix_words", long_suffix_words),
+    ]:
+        check_int("pretrain-held-out", name, value, 1)
+    fake, rng = seeded("pretrain-held-out", seed)
+    seen = set(exclude)
+    rows: list[dict] = []
+    for j in range(count):
+        if j % 2 == 0:
+            entity = ("name", "email", "phone")[(j // 2) % 3]
+            draw = partial(_entity_sequence, fake, rng, entity, ne_prefix_words)
+            kind, tail = "named_entity", "."
+        else:
+            draw = partial(_long_sequence, rng, long_prefix_words, long_suffix_words)
+            kind, tail = "long_sequence", ""
+        prefix, secret = _unique(draw, seen, "count")
+        rows.append(
+            {"seq_id": f"held-{j:04d}", "kind": kind, "prefix": prefix, "suffix": secret + tail}
+        )
+    return rows

@@ -37,6 +37,7 @@ from privleak.data import loaders
 from privleak.data.medical import CORPUS_FIELDS
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
+from privleak.mia import texts as mia_texts
 from privleak.pipeline import params as params_module
 from privleak.pipeline import paths
 from privleak.pipeline.schema import FAMILY_DIR
@@ -111,6 +112,9 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     reranker = (s2.get("retrieval") or {}).get("reranker")
     if reranker is not None and reranker != TFIDF:
         found.append((f"s2.{p}.retrieval.reranker", reranker, False))
+    listed = _block(params, "mia", p).get("models")
+    if isinstance(listed, list):
+        found += [(f"mia.{p}.models[{i}]", name, True) for i, name in enumerate(listed)]
     if "base" in s3 and trained_base(params, p) is None:
         found.append((f"s3.{p}.base", s3["base"], True))
     return found
@@ -364,6 +368,18 @@ def run(params: dict) -> list[str]:
         _check_readable(shown, Path(sequences.removeprefix("file:")))
         try:
             read_sequences(sequences)
+        except PrivleakError as error:
+            raise PrivleakError(f"{shown}: {error}") from None
+    mia = _block(params, "mia", profile)
+    if str(mia.get("members", "")).startswith("file:"):
+        shown = f"params mia.{profile}.members / non_members"
+        for key in ("members", "non_members"):
+            source = mia[key] if key == "members" else mia[key]["source"]
+            _check_readable(f"params mia.{profile}.{key} = {source!r}",
+                            Path(source.removeprefix("file:")))  # fmt: skip
+        try:
+            mia_texts.from_files(mia["members"], mia["non_members"]["source"],
+                                 mia["non_members"].get("count"))  # fmt: skip
         except PrivleakError as error:
             raise PrivleakError(f"{shown}: {error}") from None
     return [

@@ -6,7 +6,8 @@ PrivleakError line:
     <source>: <key.path[i]> = <value>: <what is allowed>
 
 base holds the rule machinery, one module per group family holds its blocks (foundation, data,
-family, s0 to s4), crossgroup the rules that read more than one group, loading the entry points.
+family, s0 to s4, audit, mia), crossgroup the rules that read more than one group, loading the
+entry points.
 Names that lib modules also define (generators, decoder kinds, dtypes, S0 tasks, ...) are
 repeated here so that validating never imports torch; tests/test_schema.py keeps them in step.
 """
@@ -22,6 +23,7 @@ from privleak.pipeline.schema.data import (
 from privleak.pipeline.schema.family import FAMILY_DIR, Mix
 from privleak.pipeline.schema.foundation import CLAIM_METHODS, EMBEDDED_LMS, FIGURE_FORMATS
 from privleak.pipeline.schema.loading import load_yaml, validate
+from privleak.pipeline.schema.mia import MIA_METHODS, MIA_VARIANCES
 from privleak.pipeline.schema.s0 import S0_TASKS, WINDOWS
 from privleak.pipeline.schema.s1 import DECODER_KINDS
 from privleak.pipeline.schema.s2 import FORWARD_MODES
@@ -39,6 +41,8 @@ __all__ = [
     "FORWARD_MODES",
     "GENERATORS",
     "GENERATOR_OPTIONS",
+    "MIA_METHODS",
+    "MIA_VARIANCES",
     "PROFILES",
     "S0_TASKS",
     "S3_SCHEDULES",

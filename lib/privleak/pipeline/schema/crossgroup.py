@@ -20,6 +20,7 @@ from privleak.pipeline.schema.base import (
 from privleak.pipeline.schema.data import GENERATORS, Slot
 from privleak.pipeline.schema.family import FAMILY_DIR, Family
 from privleak.pipeline.schema.foundation import EMBEDDED_LMS, Claims, ContextGain, Figures, Models
+from privleak.pipeline.schema.mia import MIA_METHODS, Mia
 from privleak.pipeline.schema.s0 import S0
 from privleak.pipeline.schema.s1 import S1
 from privleak.pipeline.schema.s2 import S2
@@ -46,6 +47,7 @@ class Params(Strict):
     s2: per_profile(S2, "S2Group")
     s3: per_profile(S3, "S3Group")
     audit: per_profile(Audit, "AuditGroup")
+    mia: per_profile(Mia, "MiaGroup")
     claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")
@@ -56,6 +58,7 @@ class Params(Strict):
             _check_prepared(self, profile)
             _check_family(self, profile)
             _check_s3_base(self, profile)
+            _check_mia(self, profile)
         return self
 
 
@@ -154,3 +157,23 @@ def _check_s3_base(params: Params, p: str) -> None:
                 f"s3.{p}.base",
                 value=base,
             )
+
+
+def _check_mia(params: Params, p: str) -> None:
+    """A family reference and the LiRA sizes are family sizes; a listed reference is listed."""
+    mia, sizes = getattr(params.mia, p), list(getattr(params.family, p).sizes)
+    method = getattr(params.claims, p).method
+    if method not in MIA_METHODS:
+        raise fail(f"must be one of {', '.join(MIA_METHODS)}: the MIA intervals read percentiles "
+                   "of their crossed bootstrap", f"claims.{p}.method", value=method)  # fmt: skip
+    if mia.models == "family":
+        if mia.reference is not None and mia.reference not in sizes:
+            raise fail(f"must be a size of family.{p}.sizes ({', '.join(sizes)}) or null",
+                       f"mia.{p}.reference", value=mia.reference)  # fmt: skip
+        for i, size in enumerate(mia.lira.sizes if mia.lira else []):
+            if size not in sizes:
+                raise fail(f"must be a size of family.{p}.sizes ({', '.join(sizes)})",
+                           f"mia.{p}.lira.sizes[{i}]", value=size)  # fmt: skip
+    elif mia.reference is not None and mia.reference not in mia.models:
+        raise fail(f"must be one of mia.{p}.models (scored in the same pass) or null",
+                   f"mia.{p}.reference", value=mia.reference)  # fmt: skip

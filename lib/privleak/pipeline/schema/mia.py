@@ -1,0 +1,89 @@
+"""The mia group: membership inference against known ground truth (docs/design.md §11)."""
+
+from typing import Annotated, Any, Self
+
+from pydantic import model_validator
+
+from privleak.pipeline.schema.base import (
+    COUNT,
+    MASS,
+    PROBABILITY,
+    TEXT,
+    Parsed,
+    Rule,
+    Strict,
+    at_least,
+    fail,
+    list_of,
+    no_repeats_at,
+    one_of,
+    optional,
+    under,
+)
+
+MIA_DIR = "data/external/mia/"
+MIA_VARIANCES = ("global", "per_text")  # privleak.mia.attacks.VARIANCES
+MIA_METHODS = ("percentile", "basic")  # privleak.mia.metrics.METHODS
+SCORED_MODELS = Rule(
+    lambda v: v == "family" or (isinstance(v, list) and bool(v) and all(map(TEXT.check, v))),
+    "family or a non-empty list of model ids/folders",
+)
+
+
+def _source(allowed: str):
+    def parse(value: Any) -> str:
+        if value != allowed:
+            if not (isinstance(value, str) and value.startswith("file:")):
+                raise fail(f"must be {allowed} or file:{MIA_DIR}<file>.jsonl", value=value)
+            under(value.removeprefix("file:"), MIA_DIR, (".jsonl",), value)
+        return value
+
+    return Parsed(parse)
+
+
+class MiaNonMembers(Strict):
+    source: Annotated[str, _source("held_out")]  # held_out: drawn by synthetic:pretrain
+    count: Annotated[int | None, optional(COUNT)]  # held_out: how many; a file: None = all
+
+
+class MiaLira(Strict):  # offline LiRA's reference models (family only)
+    sizes: Annotated[list[str], list_of(TEXT, unique=True)]
+    references: Annotated[int, at_least(2)]  # per size, each never saw a candidate text
+    variance: Annotated[str, one_of(*MIA_VARIANCES)]
+
+
+class Mia(Strict):
+    models: Annotated[Any, SCORED_MODELS]
+    members: Annotated[str, _source("planted")]
+    non_members: MiaNonMembers
+    k: Annotated[float, MASS]  # Min-K% and Min-K%++: the share of lowest tokens
+    reference: Annotated[str | None, optional(TEXT)]  # family: a size name; else an id/folder
+    lira: MiaLira | None = None
+    batch_size: Annotated[int, COUNT]
+    fprs: Annotated[list[float], list_of(PROBABILITY, unique=True)]
+
+    @model_validator(mode="after")
+    def _sources(self) -> Self:
+        family = self.models == "family"
+        if family != (self.members == "planted"):
+            raise fail(
+                "must be planted exactly when models is family (the family's corpus holds the "
+                f"planted sequences; other models need file:{MIA_DIR}<file>.jsonl)",
+                "members",
+                value=self.members,
+            )
+        if not family:
+            no_repeats_at(self.models, "models")
+            if self.non_members.source == "held_out":
+                raise fail(
+                    f"must be file:{MIA_DIR}<file>.jsonl when models is a list (held_out texts "
+                    "are only unseen by the family)",
+                    "non_members.source",
+                    value="held_out",
+                )
+            if self.lira is not None:
+                raise fail("must be null when models is a list: reference models are trained "
+                           "here on the family's corpus only", "lira", value="...")  # fmt: skip
+        if self.non_members.source == "held_out" and self.non_members.count is None:
+            raise fail("must be a count when source is held_out", "non_members.count", value=None)
+        return self
