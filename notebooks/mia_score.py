@@ -46,12 +46,12 @@ OUT.mkdir(parents=True, exist_ok=True)
 torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
 family = models == "family"
 if family:
-    planted = planted_sequences(read_jsonl(paths.RAW / "pretrain.jsonl"),
-                                read_jsonl(paths.RAW / "pretrain.secrets.jsonl"))  # fmt: skip
+    secrets = read_jsonl(paths.RAW / "pretrain.secrets.jsonl")
+    planted = planted_sequences(read_jsonl(paths.RAW / "pretrain.jsonl"), secrets)
     lengths = ("ne_prefix_words", "long_prefix_words", "long_suffix_words")
     options = {k: v for k, v in pretrain["options"].items() if k in lengths}
     held_out = held_out_sequences(seed, non_members["count"],
-                                  exclude=[p["suffix"] for p in planted], **options)  # fmt: skip
+                                  exclude=[s["text"] for s in secrets], **options)  # fmt: skip
     texts = mia_texts.from_sequences(planted, held_out)
 else:
     texts = mia_texts.from_files(members, non_members["source"], non_members["count"])

@@ -55,7 +55,7 @@ table.groupby(["model", "attack"]).size().unstack()
 # %%
 metrics_table = metric_table(table, texts, fprs=mia["fprs"], n_boot=claims["n_boot"],
                              seed=claims["seed"], alpha=claims["alpha"],
-                             method=claims["method"])  # fmt: skip
+                             method=claims["method"], min_units=claims["min_units"])  # fmt: skip
 members, non_members = int(texts["is_member"].sum()), int((~texts["is_member"]).sum())
 save_table(
     metrics_table,
@@ -103,7 +103,8 @@ for (model, kind), own in joined.groupby(["model", "kind"], sort=False):
     estimate = bootstrap(balanced[["log_esp", "score"]].to_numpy(),
                          lambda rows: spearman(rows[:, 0], rows[:, 1]), n_boot=claims["n_boot"],
                          seed=claims["seed"], alpha=claims["alpha"], method=claims["method"],
-                         groups=balanced["text_id"], runs=balanced["run"])  # fmt: skip
+                         groups=balanced["text_id"], runs=balanced["run"],
+                         min_units=claims["min_units"])  # fmt: skip
     correlations.setdefault(model, {})[kind] = {
         "spearman": estimate.effect, "low": estimate.low, "high": estimate.high,
         "members": estimate.units,

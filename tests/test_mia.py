@@ -157,30 +157,33 @@ def test_the_score_table_orients_every_attack_and_groups_members_by_duplicates()
     assert (loss["effect"][loss["metric"] == "auc"] == 1.0).all()  # members score higher
 
 
-def test_token_ids_prepend_bos_or_leave_the_first_token_unscored():
+def test_x0_is_the_token_before_a_training_document():
     class Tokenizer:
-        bos_token_id = 1
+        bos_token_id, eos_token_id, adds_bos = 1, 2, True
 
-        def __call__(self, text, add_special_tokens):
-            return {"input_ids": [ord(c) for c in text]}
+        def __call__(self, text, add_special_tokens=True):
+            bos = [self.bos_token_id] if add_special_tokens and self.adds_bos else []
+            return {"input_ids": bos + [ord(c) for c in text]}
 
-    assert token_ids(Tokenizer(), ["ab"]) == [[1, 97, 98]]
-    Tokenizer.bos_token_id = None
-    assert token_ids(Tokenizer(), ["ab"]) == [[97, 98]]
+    tokenizer = Tokenizer()
+    assert token_ids(tokenizer, ["ab"]) == [[1, 97, 98]]  # BOS, added on encode
+    tokenizer.adds_bos = False  # the family, GPT-NeoX: documents follow an EOS
+    assert token_ids(tokenizer, ["ab"]) == [[2, 97, 98]]
+    tokenizer.bos_token_id = tokenizer.eos_token_id = None
+    assert token_ids(tokenizer, ["ab"]) == [[97, 98]]  # the first token goes unscored
     with pytest.raises(PrivleakError, match="no token to score"):
-        token_ids(Tokenizer(), ["a"])
+        token_ids(tokenizer, ["a"])
 
 
 def test_held_out_sequences_match_the_planted_ones_and_are_planted_nowhere():
     from privleak.data.pretrain import held_out_sequences, pretrain
-    from privleak.metrics.sequence import planted_sequences
 
     options = {"ne_prefix_words": 12, "long_prefix_words": 12, "long_suffix_words": 9}
     records, secrets = pretrain(6, 0, duplication_counts=[1, 2], sequences_per_count=3,
                                 doc_words=20, **options)  # fmt: skip
-    planted = planted_sequences(records, secrets)
-    held = held_out_sequences(0, 8, exclude=[p["suffix"] for p in planted], **options)
-    assert held == held_out_sequences(0, 8, exclude=[p["suffix"] for p in planted], **options)
+    exclude = [s["text"] for s in secrets]
+    held = held_out_sequences(0, 8, exclude=exclude, **options)
+    assert held == held_out_sequences(0, 8, exclude=exclude, **options)
     assert [h["kind"] for h in held] == ["named_entity", "long_sequence"] * 4
     corpus = " ".join(r["text"] for r in records)
     for row in held:

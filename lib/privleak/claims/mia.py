@@ -62,7 +62,7 @@ def findings(
         if (attack, model) not in done:
             done[(attack, model)] = resampled(
                 table, attack, model, groups=groups, non_members=non_members, fprs=(),
-                n_boot=settings["n_boot"], seed=settings["seed"],
+                n_boot=settings["n_boot"], seed=settings["seed"], min_units=settings["min_units"],
             )  # fmt: skip
         return done[(attack, model)][(group, "auc")]
 

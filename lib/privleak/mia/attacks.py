@@ -6,16 +6,20 @@ a sequence, `logprob[t]` = log p(x_t | x_<t), and the mean `mu[t]` and standard 
 oriented so that higher means "more likely a member".
 
 - LOSS (Yeom et al. 2018): the mean token log-prob (minus the loss).
-- zlib (Carlini et al. 2021, §5.1): the log-perplexity over the zlib entropy of the text (its
+- zlib (Carlini et al. 2021, §5.2): the log-perplexity over the zlib entropy of the text (its
   compressed length in bytes), negated.
 - Min-K% (Shi et al. 2024): the mean log-prob of the k share of tokens with the lowest log-probs;
-  int(k * T) tokens as the authors' code takes them, at least one.
+  int(k * T) tokens as the authors' code takes them, and at least one (ours: theirs averages an
+  empty slice when int(k * T) is 0).
 - Min-K%++ (Zhang et al. 2024): the same mean over (logprob - mu) / sigma, the k share lowest.
 - Reference (Carlini et al. 2021, "Small"): the ratio of the target's log-perplexity to a
   reference model's on the same text, negated.
 - LiRA, offline (Carlini et al. 2022, §VI): how many standard deviations the target's LOSS score
-  lies above the Gaussian that reference models which never saw the text give it; the variance
-  per text, or pooled over texts ("global", the paper's choice with few reference models).
+  lies above the Gaussian that reference models which never saw the text give it (the paper's
+  one-sided test, monotone in that z-score); the variance per text, or pooled over texts
+  ("global", the paper's choice with few reference models). A pooled variance is one constant
+  per attacked model, so within a model's ranking it reduces to the target's LOSS minus the
+  references' mean.
 """
 
 from __future__ import annotations

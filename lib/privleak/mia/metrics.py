@@ -5,7 +5,9 @@ probability that a random member outscores a random non-member (ties count one h
 alpha is the largest true-positive rate over thresholds whose false-positive rate is <= alpha.
 
 Over training runs, a metric is computed on each run's model and averaged over runs. Its interval
-crosses two resamplings, as the claims' do (privleak.claims.stats): the texts of each stratum
+crosses two resamplings, as the claims' do (privleak.claims.stats), and like theirs gives none
+below `min_units` texts or when every resample agrees; unlike theirs it reads percentiles only
+(no BCa) and, with one run, resamples texts alone. The texts of each stratum
 (the non-members, and the members of a group: all of them, or those of one duplication count)
 and the runs are drawn independently with replacement, and a draw weighs each text and run by how
 often it was drawn. Draws depend only on the seed and the strata sizes, so two score tables of
@@ -43,7 +45,9 @@ def tpr_at_fpr(scores: Sequence[float], is_member: Sequence[bool], fpr: float) -
 
 def roc_points(scores: Sequence[float], is_member: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
     """(FPR, TPR) of every threshold, for a ROC curve."""
-    false_pos, true_pos, _ = roc_curve(np.asarray(is_member, bool), np.asarray(scores, float))
+    false_pos, true_pos, _ = roc_curve(
+        np.asarray(is_member, bool), np.asarray(scores, float), drop_intermediate=False
+    )
     return false_pos, true_pos
 
 
@@ -115,9 +119,10 @@ class Resampled:
     draws: np.ndarray  # [n_boot]
 
     def interval(self, alpha: float = 0.05, method: str = "percentile") -> tuple[float, float]:
-        """The (1 - alpha) percentile or basic bootstrap interval."""
+        """The (1 - alpha) percentile or basic bootstrap interval; NaN without draws, or when
+        every resample gives the same value (no fake-certain interval)."""
         require(method in METHODS, f"claims.method '{method}': MIA intervals allow {METHODS}")
-        if self.draws.size == 0:
+        if self.draws.size == 0 or np.ptp(self.draws) == 0:
             return float("nan"), float("nan")
         low, high = np.quantile(self.draws, [alpha / 2, 1 - alpha / 2])
         if method == "basic":
@@ -125,7 +130,10 @@ class Resampled:
         return float(low), float(high)
 
     def __sub__(self, other: Resampled) -> Resampled:
-        return Resampled(self.effect - other.effect, self.draws - other.draws)
+        """The paired difference (same draws); no draws when either side has none."""
+        both = self.draws.size and other.draws.size
+        return Resampled(self.effect - other.effect,
+                         self.draws - other.draws if both else np.empty(0))  # fmt: skip
 
 
 def crossed_bootstrap(
@@ -135,13 +143,15 @@ def crossed_bootstrap(
     fprs: Sequence[float],
     n_boot: int,
     seed: int,
+    min_units: int = 2,
 ) -> dict[tuple[str, str], Resampled]:
     """AUC and TPR at each FPR of every member group against the non-members.
 
     members: {group: [R, M_g] scores}; non_members: [R, N]; the same R runs in the same order.
     Returns {(group, metric): Resampled}. The draws of group g depend only on (seed, the strata
-    sizes, its position in `members`), so equal inputs in equal order give equal draws. A stratum
-    of fewer than 2 texts gets no draws; one run resamples texts only.
+    sizes, its position in `members`), so equal inputs in equal order give equal draws. A group
+    of fewer than `min_units` texts gets no draws (none at all when the non-members are fewer);
+    one run resamples texts only.
     """
     require(non_members.ndim == 2 and non_members.shape[1] >= 1, "non_members must be [R, N]")
     runs, size = non_members.shape
@@ -153,7 +163,7 @@ def crossed_bootstrap(
     prepared = _Prepared(members, non_members)
     ones = {g: np.ones((1, s.shape[1])) for g, s in members.items()}
     full = prepared.values(fprs, ones, np.ones((1, size)), np.ones((1, runs)))
-    if size < 2 or min(s.shape[1] for s in members.values()) < 2:
+    if size < min_units:
         return {key: Resampled(float(v[0]), np.empty(0)) for key, v in full.items()}
     rng = np.random.default_rng(seed)
     parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in full}
@@ -164,4 +174,10 @@ def crossed_bootstrap(
         cm = {g: _counts(rng, batch, s.shape[1]) for g, s in members.items()}
         for key, values in prepared.values(fprs, cm, cn, cr).items():
             parts[key].append(values)
-    return {key: Resampled(float(full[key][0]), np.concatenate(parts[key])) for key in full}
+    small = {g for g, scores in members.items() if scores.shape[1] < min_units}
+    return {
+        key: Resampled(
+            float(full[key][0]), np.empty(0) if key[0] in small else np.concatenate(parts[key])
+        )
+        for key in full
+    }

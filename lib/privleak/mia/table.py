@@ -91,10 +91,10 @@ def score_table(
 
 def member_groups(texts: pd.DataFrame) -> tuple[dict[str, list[str]], list[str]]:
     """({"all": member ids, "<count>": ids of the members planted that many times, ...},
-    non-member ids), ids sorted."""
+    non-member ids), ids sorted; members of unknown count (0) are in "all" only."""
     members = texts[texts["is_member"].astype(bool)]
     groups = {"all": sorted(members["text_id"])}
-    for count, frame in members.groupby("duplicates", sort=True):
+    for count, frame in members[members["duplicates"] > 0].groupby("duplicates", sort=True):
         groups[str(int(count))] = sorted(frame["text_id"])
     return groups, sorted(texts.loc[~texts["is_member"].astype(bool), "text_id"])
 
@@ -109,6 +109,7 @@ def resampled(
     fprs: Sequence[float],
     n_boot: int,
     seed: int,
+    min_units: int = 2,
 ) -> dict[tuple[str, str], metrics.Resampled]:
     """crossed_bootstrap of one attack on one model, runs in sorted order."""
     wide = table[(table["attack"] == attack) & (table["model"] == model)].pivot(
@@ -116,7 +117,12 @@ def resampled(
     )
     members = {g: wide[ids].to_numpy(float) for g, ids in groups.items()}
     return metrics.crossed_bootstrap(
-        members, wide[non_members].to_numpy(float), fprs=fprs, n_boot=n_boot, seed=seed
+        members,
+        wide[non_members].to_numpy(float),
+        fprs=fprs,
+        n_boot=n_boot,
+        seed=seed,
+        min_units=min_units,
     )
 
 
@@ -129,6 +135,7 @@ def metric_table(
     seed: int,
     alpha: float = 0.05,
     method: str = "percentile",
+    min_units: int = 2,
 ) -> pd.DataFrame:
     """AUC and TPR at each FPR, with crossed intervals, per attack x model x member group.
     Rows {attack, model, duplicates ("all" or a count), metric, effect, low, high, members,
@@ -137,7 +144,7 @@ def metric_table(
     rows = []
     for (attack, model), frame in table.groupby(["attack", "model"], sort=True):
         found = resampled(table, attack, model, groups=groups, non_members=non_members,
-                          fprs=fprs, n_boot=n_boot, seed=seed)  # fmt: skip
+                          fprs=fprs, n_boot=n_boot, seed=seed, min_units=min_units)  # fmt: skip
         for (group, name), value in found.items():
             low, high = value.interval(alpha, method)
             rows.append({"attack": attack, "model": model, "duplicates": group, "metric": name,

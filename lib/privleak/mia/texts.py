@@ -66,12 +66,21 @@ def _checked(texts: pd.DataFrame, where: str) -> pd.DataFrame:
     return texts
 
 
+def first_token(tokenizer) -> int | None:
+    """x_0, the unscored token a text is scored after: the one that precedes a document in
+    training. BOS where the tokenizer adds it on encode; else EOS, the document separator (the
+    family packs its documents with EOS between them, GPT-NeoX models theirs with
+    <|endoftext|>); None without either, and the text's own first token goes unscored."""
+    probe = tokenizer("a")["input_ids"]
+    if tokenizer.bos_token_id is not None and probe[:1] == [tokenizer.bos_token_id]:
+        return tokenizer.bos_token_id
+    return tokenizer.eos_token_id
+
+
 def token_ids(tokenizer, texts: Iterable[str]) -> list[list[int]]:
-    """Each text's ids after BOS (x_0, unscored); without a BOS token the text's own first token
-    is x_0."""
-    bos = tokenizer.bos_token_id
-    out = [([bos] if bos is not None else []) + tokenizer(t, add_special_tokens=False)["input_ids"]
-           for t in texts]  # fmt: skip
+    """Each text's ids after x_0 (`first_token`); without one, the text's own first token is x_0."""
+    head = [] if (start := first_token(tokenizer)) is None else [start]
+    out = [head + tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     short = next((i for i, ids in enumerate(out) if len(ids) < 2), None)
     require(short is None, f"mia text {short} has no token to score")
     return out
