@@ -10,7 +10,8 @@ target and a reference model for LOSS, zlib, Min-K%, Min-K%++ and the reference 
             Min-K%++ the full distribution), the same batches;
     loop  = the per-text reference: one forward per text per attack, batch 1.
 Prints forward tokens, wall times and ratios, and the max |Δ| of every attack score against fast;
-exits non-zero beyond 1e-6 (scores are float64 from float32 log-probs).
+exits non-zero beyond 1e-6 on a CPU, 5e-4 on a GPU (its float32 matmuls round by batch shape, and
+the loop's batches of one differ from fast's).
 
 Run: `.venv/bin/python benchmarks/bench_mia.py [--texts 64] [--tokens 128] [--batch-size 32]`.
 """
@@ -90,7 +91,7 @@ def main() -> int:
               f"{wall / fast_wall:.2f}x, tokens {ratio:.2f}x")  # fmt: skip
     delta = max(float(np.abs(fast[a] - other[a]).max()) for other in (fair, loop) for a in fast)
     print(f"  max |Δ score| over every attack, fair and loop against fast: {delta:.2e}")
-    return 0 if delta <= 1e-6 else 1
+    return 0 if delta <= (1e-6 if args.device == "cpu" else 5e-4) else 1
 
 
 if __name__ == "__main__":

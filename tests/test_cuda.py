@@ -262,3 +262,16 @@ def test_audit_forced_laws_agree_on_cpu_and_cuda():
     for cpu, cuda in zip(out["cpu"], out["cuda"], strict=True):
         for a, b in zip(cpu.logp_in + cpu.logp_out, cuda.logp_in + cuda.logp_out, strict=True):
             assert a == pytest.approx(b, abs=1e-4)
+
+
+def test_mia_token_stats_agree_on_cpu_and_cuda():
+    from privleak.mia.scoring import token_stats
+
+    texts = [[1, 5, 9, 3, 7], [1, 7], [1, 4, 4, 4, 4, 2]]
+    out = {}
+    for device in ("cpu", "cuda"):
+        model = tiny_llama(vocab_size=32, window=64).to(device)
+        out[device] = token_stats(model, texts, batch_size=2)
+    for cpu, cuda in zip(out["cpu"], out["cuda"], strict=True):
+        for field in ("logprob", "mu", "sigma"):
+            assert getattr(cpu, field) == pytest.approx(getattr(cuda, field), abs=1e-4)
