@@ -47,6 +47,10 @@ GENERATOR_TYPO = (
     "synthetic:medical_dirichlet, synthetic:pretrain, synthetic:pubmedqa"
 )
 PARAM_CASES = {
+    "lm_dtype_abbreviated": (
+        "", "lm_dtype", "bf16",
+        "lm_dtype = 'bf16': must be null or one of float32, float16, bfloat16",
+    ),
     "k_zero": ("retrieval", "k", 0, "retrieval.k = 0: must be an integer >= 1"),
     "rerank_top_above_k": ("retrieval", "rerank_top", 7,
                            "retrieval.rerank_top = 7: must be <= k (6)"),

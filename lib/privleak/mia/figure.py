@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from privleak.figures import outside_legend
+from privleak.figures import outside_legend, short_name
 from privleak.mia import metrics
 
 LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "Min-K%", "min_k_plus_plus": "Min-K%++",
@@ -36,7 +36,8 @@ def roc_figure(table: pd.DataFrame, models: Sequence[str], title: str) -> plt.Fi
             ax.plot(GRID, mean_roc(own[own["attack"] == attack]), color=f"C{i}",
                     label=LABELS[attack])  # fmt: skip
         ax.plot(GRID, GRID, color="0.6", ls=":", label="chance")
-        ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05), title=model,
+        ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05),
+               title=short_name(model),
                xlabel="false-positive rate")  # fmt: skip
     axes[0][0].set_ylabel("true-positive rate")
     outside_legend(fig, axes[0][-1])
@@ -51,7 +52,8 @@ def esp_figure(joined: pd.DataFrame, model: str, attack: str) -> plt.Figure:
     kinds = sorted(own["kind"].unique()) or ["none"]
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.0 * len(kinds), 3.4), squeeze=False)
     if own.empty:
-        axes[0][0].text(0.5, 0.5, f"S1 scored no ESP on {model}", ha="center", va="center",
+        shown = f"S1 scored no ESP on {short_name(model)}"
+        axes[0][0].text(0.5, 0.5, shown, ha="center", va="center",
                         transform=axes[0][0].transAxes)  # fmt: skip
         return fig
     counts = sorted(own["duplicates"].unique())
@@ -60,7 +62,7 @@ def esp_figure(joined: pd.DataFrame, model: str, attack: str) -> plt.Figure:
             group = own[(own["kind"] == kind) & (own["duplicates"] == count)]
             ax.scatter(group["log10_esp"], group["score"], s=9, alpha=0.6, color=f"C{i}",
                        label=f"planted {count}x")  # fmt: skip
-        ax.set(xlabel="log10 ESP (S1, sampling, full prefix)", title=f"{model}, {kind}")
+        ax.set(xlabel="log10 ESP (S1, sampling, full prefix)", title=f"{short_name(model)}, {kind}")
     axes[0][0].set_ylabel(f"{LABELS[attack]} score")
     outside_legend(fig, axes[0][-1])
     return fig
