@@ -10,7 +10,8 @@
 # data/family, run k data/family_seeds/run<k>), mia_references' reference models, or each model
 # of the list (run 0). One teacher-forced pass per (model, text) gives each token's log-prob and
 # the mean and std of the model's log-probs at that position (privleak.mia.scoring), which feed
-# every attack.
+# every attack. Models are scored `workers` at a time, one process and one thread each, so a
+# score does not depend on `workers`.
 
 # %% tags=["parameters"]
 seed = 0
@@ -26,24 +27,26 @@ models = "family"
 members = "planted"
 non_members = {"source": "held_out", "count": 64}
 batch_size = 16
+workers = 1
 
 # %%
-import pandas as pd
-import torch
+from functools import partial
 
-from privleak import models as registry
+import pandas as pd
+
 from privleak.batching import ForwardCounter
 from privleak.data.pretrain import held_out_sequences
 from privleak.data.records import read_jsonl
 from privleak.metrics.sequence import planted_sequences
 from privleak.mia import texts as mia_texts
-from privleak.mia.scoring import token_stats
+from privleak.mia.scoring import score_model
 from privleak.pipeline import paths
+from privleak.pipeline.params import profile_key
+from privleak.pipeline.workers import check_workers, run_jobs
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "mia"
 OUT.mkdir(parents=True, exist_ok=True)
-torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
 family = models == "family"
 if family:
     secrets = read_jsonl(paths.RAW / "pretrain.secrets.jsonl")
@@ -71,12 +74,13 @@ if family:
                    for d in sorted(size_dir.glob("ref*/"))]  # fmt: skip
 else:
     scored = [("target", 0, name, name) for name in models]
+score = partial(score_model, texts=texts["text"].tolist(), device=device, dtype=dtype,
+                batch_size=batch_size)  # fmt: skip
 counter, rows = ForwardCounter(), []
-for role, run, name, where in scored:
-    model, tokenizer = registry.load(str(where), device=device, dtype=dtype)
-    ids = mia_texts.token_ids(tokenizer, texts["text"])
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    stats = token_stats(model, ids, batch_size=batch_size, pad_id=pad, counter=counter)
+scored_stats = run_jobs(score, [str(where) for *_, where in scored],
+                        workers=check_workers(workers, profile_key("mia.workers")))  # fmt: skip
+for (role, run, name, _), (stats, model_counter) in zip(scored, scored_stats, strict=True):
+    counter.merge(model_counter)
     rows += [{"model": name, "run": run, "role": role, "text_id": text_id,
               "logprob": s.logprob, "mu": s.mu, "sigma": s.sigma}
              for text_id, s in zip(texts["text_id"], stats, strict=True)]  # fmt: skip

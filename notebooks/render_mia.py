@@ -23,6 +23,7 @@ mia = {
     "reference": "h8",
     "lira": {"sizes": ["h8"], "references": 2, "variance": "global"},
     "batch_size": 16,
+    "workers": 1,
     "fprs": [0.01, 0.001],
 }
 

@@ -34,6 +34,7 @@ attack = {
     "max_batch_streams": 64,
     "batch_size": 32,
 }
+workers = 1
 
 # %%
 import json
@@ -43,11 +44,12 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from privleak import models as registry
 from privleak.errors import require
-from privleak.lira_sampling import held_out_nll, sample_continuations, sequence_nll
+from privleak.lira_sampling import attack_target
 from privleak.models import load_embedder
 from privleak.pipeline import checkpoint, paths
+from privleak.pipeline.params import profile_key
+from privleak.pipeline.workers import check_workers
 from privleak.policies import (
     MASK,
     SEQUENCE_POLICY_FILE,
@@ -77,77 +79,50 @@ store = checkpoint.open_stage("s3_attack", globals())
 timings = {}
 
 
-def load(name: str):
-    return registry.load(str(MODELS / name), device=device, dtype="float32")
-
-
-def scored(scorer, tokenizer, table: pd.DataFrame) -> np.ndarray:
-    """[n] mean NLL of each sample of `table` given its prompt, under `scorer`."""
-    prompts, tokens = table["prompt"].tolist(), table["tokens"].tolist()
-    return sequence_nll(scorer, tokenizer, prompts, tokens, batch_size=attack["batch_size"])
-
-
-def test_nll(model, tokenizer) -> tuple[np.ndarray, np.ndarray]:
-    """Per test dialog: summed NLL [n] and scored tokens [n]."""
-    return held_out_nll(
-        model, tokenizer, test_texts, batch_size=attack["batch_size"], seq_len=seq_len
-    )
-
-
 # %% [markdown]
-# ## Samples, their NLL under the model itself, and test perplexity
+# ## Samples, their NLL under the model itself and under each reference, and test perplexity
+# One checkpoint unit per model (`privleak.lira_sampling.attack_target`); models run `workers` at
+# a time, one process and one thread each, so no number depends on `workers`.
 
 # %%
 started = time.perf_counter()
+attack_one = partial(
+    attack_target,
+    references={j: str(MODELS / name) for j, name in references.items()},
+    prompts=prompts,
+    prompt_ids=prompt_ids,
+    test_texts=test_texts,
+    forbidden_tokens=[MASK],
+    samples=attack["samples"],
+    top_k=attack["top_k"],
+    max_new_tokens=attack["max_new_tokens"],
+    max_batch_streams=attack["max_batch_streams"],
+    batch_size=attack["batch_size"],
+    seq_len=seq_len,
+    seed=seed,
+    device=device,
+)
+names = log["model"].tolist()
+attacked = store.map(
+    "model",
+    [str(MODELS / name) for name in names],
+    attack_one,
+    key=lambda folder: folder,
+    workers=check_workers(workers, profile_key("s3.workers")),
+)
 per_model, ppl_rows, nll_rows = {}, [], []
-for name in log["model"]:
-    model, tokenizer = load(name)
-    rows = sample_continuations(
-        model,
-        tokenizer,
-        prompts,
-        prompt_ids,
-        samples=attack["samples"],
-        top_k=attack["top_k"],
-        max_new_tokens=attack["max_new_tokens"],
-        seed=seed,
-        max_batch_streams=attack["max_batch_streams"],
-        eos_token_id=tokenizer.eos_token_id,
-        forbidden_token_ids=[tokenizer.convert_tokens_to_ids(MASK)],
-        cache=store.cache("samples", name),
-    )
-    table = pd.DataFrame(rows)
+for name, result in zip(names, attacked, strict=True):
+    table = pd.DataFrame(result["rows"])
     table.insert(0, "model", name)
-    table["prompt"] = table["prompt_id"].map(dict(zip(prompt_ids, prompts, strict=True)))
-    table["nll_self"] = store.get_or_compute(
-        ("nll", name, name), partial(scored, model, tokenizer, table)
-    )
-    nll, tokens = store.get_or_compute(("test_nll", name), partial(test_nll, model, tokenizer))
+    nll, tokens = result["test_nll"], result["test_tokens"]
     ppl = float(np.exp(nll.sum() / tokens.sum()))
     ppl_rows.append({"model": name, "test_ppl": ppl, "test_dialogs": len(test_texts)})
     nll_rows.append(
         pd.DataFrame({"model": name, "dialog": test_set["id"], "nll": nll, "tokens": tokens})
     )
     per_model[name] = table
-timings["samples, self NLL, perplexity"] = time.perf_counter() - started
+timings["samples, their NLLs, perplexity"] = time.perf_counter() - started
 pd.DataFrame(ppl_rows)
-
-# %% [markdown]
-# ## NLL under each reference M_{D without d_j}
-
-# %%
-started = time.perf_counter()
-for j, reference in references.items():
-    model, tokenizer = load(reference)
-    for name, table in per_model.items():
-        table[f"nll_without_{j}"] = (
-            table["nll_self"].to_numpy()
-            if name == reference
-            else store.get_or_compute(
-                ("nll", reference, name), partial(scored, model, tokenizer, table)
-            )
-        )
-timings["reference NLL"] = time.perf_counter() - started
 
 # %% [markdown]
 # ## Leaks: does F_j flag a word of the sample?
@@ -213,6 +188,6 @@ require(
 pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable
 
 # %%
-samples.drop(columns=["prompt"]).to_parquet(OUT / "samples.parquet", index=False)
+samples.to_parquet(OUT / "samples.parquet", index=False)
 pd.DataFrame(ppl_rows).to_parquet(OUT / "ppl.parquet", index=False)
 pd.concat(nll_rows, ignore_index=True).to_parquet(OUT / "test_nll.parquet", index=False)

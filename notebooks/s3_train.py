@@ -35,9 +35,10 @@
 # references, the attacker's instruments, are trained once. AdamW runs share `train`; DP runs
 # take `dp`'s batch size and learning rate and `train`'s epochs and seq_len.
 #
-# One checkpoint unit per model (its weights and log), so an interrupted run resumes. The saved
-# log is byte-stable (steps, tokens, epsilon, losses); wall times and tokens/s are shown here
-# only.
+# Models train `workers` at a time, one process and one thread each, so a model's weights do not
+# depend on `workers`. One checkpoint unit per model (its weights and log), so an interrupted run
+# resumes. The saved log is byte-stable (steps, tokens, epsilon, losses); wall times and
+# tokens/s are shown here only.
 
 # %% tags=["parameters"]
 seed = 0
@@ -55,10 +56,12 @@ dp = {
     "learning_rate": 3e-3,
 }
 schedule = {"name": "exp_concave", "options": {"sharpness": 15.0}, "draw": "batch"}
+workers = 1
 
 # %%
 import math
 import shutil
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -67,12 +70,13 @@ from privleak import models as registry
 from privleak.errors import require
 from privleak.pipeline import checkpoint, paths
 from privleak.pipeline.params import profile_key
+from privleak.pipeline.workers import check_workers
 from privleak.training.targets import (
     SCHEDULE_TARGETS,
     add_redaction_token,
-    fit_target,
+    fit_job,
+    load_resized,
     optimiser_settings,
-    resize_for,
     target_plans,
 )
 
@@ -146,29 +150,36 @@ pd.DataFrame(
 
 
 # %%
-def fit(plan, first_phase=None) -> dict:
-    """Fine-tune a fresh copy of `base` as `plan` says (JFT from its first phase's result);
-    its weights, log row and losses."""
-    return fit_target(
-        plan,
-        lambda: resize_for(registry.load(base, device=device, dtype="float32")[0], tokenizer),
-        original,
-        pad_id=tokenizer.pad_token_id,
-        seed=seed,
-        adamw=adamw,
-        private=private,
-        schedule=schedule,
-        first_phase=first_phase,
+fit = partial(
+    fit_job,
+    load=partial(load_resized, base, tokenizer, device),
+    original=original,
+    pad_id=tokenizer.pad_token_id,
+    seed=seed,
+    adamw=adamw,
+    private=private,
+    schedule=schedule,
+)
+check_workers(workers, profile_key("s3.workers"))
+# JFT starts from its first phase's weights: those models train first.
+first = [(plan, None) for plan in plans if not plan["after"]]
+fitted = dict(
+    zip(
+        [plan["model"] for plan, _ in first],
+        store.map("model", first, fit, key=lambda job: job[0]["model"], workers=workers),
+        strict=True,
     )
-
-
-logs, loss_rows, timings, fitted = [], [], [], {}
+)
+after = [(plan, fitted[plan["after"]]) for plan in plans if plan["after"]]
+fitted |= zip(
+    [plan["model"] for plan, _ in after],
+    store.map("model", after, fit, key=lambda job: job[0]["model"], workers=workers),
+    strict=True,
+)
+logs, loss_rows, timings = [], [], []
 for plan in plans:
-    unit = store.get_or_compute(
-        ("model", plan["model"]), lambda plan=plan: fit(plan, fitted.get(plan["after"]))
-    )
-    fitted[plan["model"]] = unit
-    model = resize_for(registry.load(base, device="cpu", dtype="float32")[0], tokenizer)
+    unit = fitted[plan["model"]]
+    model = load_resized(base, tokenizer, "cpu")
     model.load_state_dict(unit["state"])
     folder = MODELS / plan["model"]
     shutil.rmtree(folder, ignore_errors=True)

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
+from privleak import models
 from privleak.errors import PrivleakError
 from privleak.mia import attacks, metrics, scoring
 from privleak.mia.table import member_groups, metric_table, score_table
 from privleak.mia.texts import from_sequences, token_ids
-from tests.conftest import tiny_llama
+from tests.conftest import tiny_llama, word_tokenizer
 
 
 def test_loss_is_the_mean_token_log_prob():
@@ -129,6 +130,23 @@ def test_one_pass_gives_each_tokens_log_prob_and_does_not_depend_on_batching():
     assert [len(s.logprob) for s in one] == [3, 1, 5]
 
 
+def test_scoring_a_saved_model_is_its_one_pass_over_the_texts_token_ids(tmp_path):
+    tokenizer = word_tokenizer(add_bos=True)
+    tiny_llama().save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    texts = ["the cat sat on the mat", "a dog ran"]
+    stats, counter = scoring.score_model(
+        str(tmp_path), texts, device="cpu", dtype="float32", batch_size=2
+    )
+    model, saved = models.load(str(tmp_path), device="cpu", dtype="float32")
+    ids = token_ids(saved, texts)
+    want = scoring.token_stats(model, ids, batch_size=2)
+    for got, expected in zip(stats, want, strict=True):
+        np.testing.assert_allclose(got.logprob, expected.logprob, rtol=1e-6)
+        np.testing.assert_allclose(got.mu, expected.mu, rtol=1e-6)
+    assert (counter.calls, counter.tokens) == (1, 2 * max(len(i) for i in ids))
+
+
 def _texts() -> pd.DataFrame:
     members = [{"seq_id": f"m{i}", "kind": "long_sequence", "duplicates": d, "prefix": "a ",
                 "suffix": f"member {i}"} for i, d in enumerate([1, 1, 4, 4])]  # fmt: skip
@@ -217,6 +235,8 @@ def _params() -> dict:
          r"mia\.smoke\.non_members\.source = 'file:elsewhere/n\.jsonl'"),
         (lambda m: m.update(k=0),
          r"mia\.smoke\.k = 0: must be a number in \(0, 1\]"),
+        (lambda m: m.update(workers=0),
+         r"mia\.smoke\.workers = 0: must be an integer >= 1"),
     ],
 )  # fmt: skip
 def test_bad_mia_params_are_one_line_errors(edit, message):

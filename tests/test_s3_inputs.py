@@ -203,6 +203,7 @@ PARAM_CASES = {
     ),
     "seeds_zero": ("seeds", 0, "seeds = 0: must be an integer >= 1"),
     "seeds_float": ("seeds", 6.0, "seeds = 6.0: must be an integer >= 1"),
+    "workers_zero": ("workers", 0, "workers = 0: must be an integer >= 1"),
     "train_epochs_zero": ("train.epochs", 0, "train.epochs = 0: must be an integer >= 1"),
     "train_batch_size_float": ("train.batch_size", 8.0,
                                "train.batch_size = 8.0: must be an integer >= 1"),

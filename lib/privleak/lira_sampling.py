@@ -1,18 +1,20 @@
 """The model side of S3's LiRa attack: draw top-k continuations of dialog contexts from a target
 (`sample_continuations`), score them by mean per-token NLL under a model (`sequence_nll`; an
 empty, whitespace-only generation scores NaN), and score held-out texts for test perplexity
-(`held_out_nll`); `privleak.lira` turns these scores into the attack's statistics.
+(`held_out_nll`); `attack_target` runs all three for one target. `privleak.lira` turns these
+scores into the attack's statistics.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from privleak import models as registry
 from privleak.batching import ForwardCounter, UnitCache
 from privleak.decoding import Temperature, TopK, decode
 from privleak.errors import require
@@ -246,3 +248,77 @@ def held_out_perplexity(
     `held_out_nll` scores them."""
     nll, tokens = held_out_nll(model, tokenizer, texts, batch_size=batch_size, seq_len=seq_len)
     return math.exp(math.fsum(nll) / int(tokens.sum()))
+
+
+# ---------------------------------------------------------------- one target, whole
+
+
+def attack_target(
+    target: str,
+    references: Mapping[str, str],
+    *,
+    prompts: Sequence[str],
+    prompt_ids: Sequence[Hashable],
+    test_texts: Sequence[str],
+    forbidden_tokens: Sequence[str],
+    samples: int,
+    top_k: int,
+    max_new_tokens: int,
+    max_batch_streams: int | None,
+    batch_size: int,
+    seq_len: int,
+    seed: int,
+    device: str,
+) -> dict:
+    """The attack's model work for one target folder: the job of a worker process.
+
+    Args:
+        target: the target model's folder.
+        references: left-out domain j -> reference folder; a target that is itself the
+            reference of j scores its own samples once, as both.
+        forbidden_tokens: tokens sampling never emits (the redaction mask).
+
+    Returns:
+        {"rows": `sample_continuations` rows with "nll_self" and "nll_without_<j>" per
+        reference (`sequence_nll`), "test_nll" [n], "test_tokens" [n] (`held_out_nll` of
+        test_texts)}.
+    """
+    model, tokenizer = registry.load(target, device=device, dtype="float32")
+    rows = sample_continuations(
+        model,
+        tokenizer,
+        prompts,
+        prompt_ids,
+        samples=samples,
+        top_k=top_k,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        max_batch_streams=max_batch_streams,
+        eos_token_id=tokenizer.eos_token_id,
+        forbidden_token_ids=tokenizer.convert_tokens_to_ids(list(forbidden_tokens)),
+    )
+    prompt_of = dict(zip(prompt_ids, prompts, strict=True))
+    prompt_texts = [prompt_of[row["prompt_id"]] for row in rows]
+    tokens = [row["tokens"] for row in rows]
+
+    def nll(scorer, scorer_tokenizer) -> np.ndarray:
+        return sequence_nll(scorer, scorer_tokenizer, prompt_texts, tokens, batch_size=batch_size)
+
+    scores = {"nll_self": nll(model, tokenizer)}
+    for j, reference in references.items():
+        scores[f"nll_without_{j}"] = (
+            scores["nll_self"]
+            if reference == target
+            else nll(*registry.load(reference, device=device, dtype="float32"))
+        )
+    test_nll, test_tokens = held_out_nll(
+        model, tokenizer, test_texts, batch_size=batch_size, seq_len=seq_len
+    )
+    return {
+        "rows": [
+            row | {name: float(values[i]) for name, values in scores.items()}
+            for i, row in enumerate(rows)
+        ],
+        "test_nll": test_nll,
+        "test_tokens": test_tokens,
+    }

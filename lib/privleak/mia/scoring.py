@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from privleak import models as registry
 from privleak.batching import ForwardCounter, check_fits, pad_rows, position_ids
 from privleak.errors import require
+from privleak.mia.texts import token_ids
 from privleak.models import real_logits
 
 
@@ -78,3 +80,17 @@ def token_stats(
             mu, sigma = _moments(logprobs)
             out[i] = TokenStats(*(v.double().cpu().numpy() for v in (chosen, mu, sigma)))
     return out
+
+
+def score_model(
+    where: str, texts: Sequence[str], *, device: str, dtype: str, batch_size: int
+) -> tuple[list[TokenStats], ForwardCounter]:
+    """`token_stats` of every text under the model at `where` (a folder or registry name), with
+    its forward count: one job of a worker process (`privleak.pipeline.workers`)."""
+    model, tokenizer = registry.load(where, device=device, dtype=dtype)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    counter = ForwardCounter()
+    stats = token_stats(
+        model, token_ids(tokenizer, texts), batch_size=batch_size, pad_id=pad, counter=counter
+    )
+    return stats, counter

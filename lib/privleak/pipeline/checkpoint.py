@@ -40,6 +40,7 @@ from tqdm import tqdm
 from privleak.errors import require
 from privleak.pipeline import params as params_module
 from privleak.pipeline import paths
+from privleak.pipeline.workers import completed
 
 T = TypeVar("T")
 FOLDER = "checkpoints"  # under data/
@@ -149,9 +150,8 @@ class StageStore:
         digest = hashlib.blake2b(repr(key).encode(), digest_size=16).hexdigest()
         return self.folder / f"{digest}.pkl"
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """The stored value of unit `key`, else compute() saved atomically and returned."""
-        name = key[0] if isinstance(key, tuple) and key else key
+    def _stored(self, key: Hashable) -> tuple[bool, Any]:
+        """(True, the stored value of unit `key`), or (False, None) when none is readable."""
         path = self.path(key)
         if path.exists():
             try:
@@ -160,10 +160,23 @@ class StageStore:
                 print(f"checkpoint {path.name} unreadable ({type(error).__name__}); recomputing")
             else:
                 if stored_key == repr(key):
-                    self.resumed[name] += 1
-                    return value
+                    return True, value
+        return False, None
+
+    def _save(self, key: Hashable, value: Any) -> None:
+        _write_atomic(
+            self.path(key), pickle.dumps((repr(key), value), protocol=pickle.HIGHEST_PROTOCOL)
+        )
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The stored value of unit `key`, else compute() saved atomically and returned."""
+        name = key[0] if isinstance(key, tuple) and key else key
+        found, value = self._stored(key)
+        if found:
+            self.resumed[name] += 1
+            return value
         value = compute()
-        _write_atomic(path, pickle.dumps((repr(key), value), protocol=pickle.HIGHEST_PROTOCOL))
+        self._save(key, value)
         self.computed[name] += 1
         return value
 
@@ -173,13 +186,43 @@ class StageStore:
         items: Iterable[Any],
         compute: Callable[[Any], T],
         key: Callable[[Any], Hashable] = lambda item: item,
+        workers: int | None = None,
     ) -> list[T]:
         """[compute(item) for item in items], each item one unit keyed (name, key(item)), with a
-        progress bar (stderr: the executed notebook shows it)."""
-        return [
-            self.get_or_compute((name, key(item)), lambda item=item: compute(item))
-            for item in tqdm(list(items), desc=f"{self.stage} {name}", mininterval=5)
-        ]
+        progress bar (stderr: the executed notebook shows it).
+
+        workers: None computes the missing units here, as this process is set up; an integer runs
+        them on that many processes of one thread each (`privleak.pipeline.workers`: `compute`
+        must then be importable), each unit saved as soon as it finishes.
+        """
+        items = list(items)
+        bar = tqdm(total=len(items), desc=f"{self.stage} {name}", mininterval=5)
+        if workers is None:
+            values = []
+            for item in items:
+                values.append(
+                    self.get_or_compute((name, key(item)), lambda item=item: compute(item))
+                )
+                bar.update()
+            bar.close()
+            return values
+        results: dict[int, T] = {}
+        for index, item in enumerate(items):
+            found, value = self._stored((name, key(item)))
+            if found:
+                results[index] = value
+                self.resumed[name] += 1
+                bar.update()
+        missing = [index for index in range(len(items)) if index not in results]
+        jobs = [items[index] for index in missing]
+        for position, value in completed(compute, jobs, workers=workers):
+            index = missing[position]
+            self._save((name, key(items[index])), value)
+            self.computed[name] += 1
+            results[index] = value
+            bar.update()
+        bar.close()
+        return [results[index] for index in range(len(items))]
 
     def cache(self, *scope: Hashable) -> Callable[[Hashable, Callable[[], T]], T]:
         """A unit cache for a batched library loop (`privleak.batching.UnitCache`): its keys are

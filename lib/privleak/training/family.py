@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import multiprocessing
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -24,6 +23,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from privleak.errors import require
+from privleak.pipeline.workers import check_workers, run_jobs
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
 SIZE_KEYS = ("hidden", "layers", "heads", "intermediate")
@@ -135,8 +135,7 @@ def train_lm(
 
 
 def _train_member(job: dict, blocks: torch.Tensor, tokenizer, options: dict) -> dict:
-    """Train and save one (size, seed) member on one intra-op thread; its summary row."""
-    torch.set_num_threads(1)
+    """Train and save one (size, seed) member; its summary row."""
     started = time.perf_counter()
     model, losses = train_lm(job["config"], blocks, seed=job["seed"], **options)
     require(
@@ -152,35 +151,23 @@ def _train_member(job: dict, blocks: torch.Tensor, tokenizer, options: dict) -> 
     }
 
 
+def _weight(job: dict) -> int:
+    """A member's parameters in its matrices: how long it trains, relative to the others."""
+    c = job["config"]
+    per_layer = 4 * c.hidden_size**2 + 3 * c.hidden_size * c.intermediate_size
+    return c.num_hidden_layers * per_layer + c.vocab_size * c.hidden_size
+
+
 def train_members(
     jobs: Sequence[dict], blocks: torch.Tensor, tokenizer, *, workers: int, **options
 ) -> list[dict]:
     """Train and save each job {config, seed, folder} with `train_lm(**options)`, `workers`
-    members at a time in separate processes. Tiny models are overhead-bound, so one thread per
-    member and one member per core beats sharing the cores inside one model; every member trains
-    on one thread either way, so its weights do not depend on `workers`. Returns one summary per
-    job, in job order: {parameters, final_loss (mean of the last 10 steps), losses, seconds}."""
-    require(
-        isinstance(workers, int) and workers >= 1,
-        f"family.workers must be an integer >= 1, got {workers!r}",
-    )
-    if workers == 1 or len(jobs) <= 1:
-        return [_train_member(job, blocks, tokenizer, options) for job in jobs]
-
-    # Largest first, so the longest member does not start last on an otherwise idle pool.
-    def weights(job: dict) -> int:
-        c = job["config"]
-        per_layer = 4 * c.hidden_size**2 + 3 * c.hidden_size * c.intermediate_size
-        return c.num_hidden_layers * per_layer + c.vocab_size * c.hidden_size
-
-    # spawn: a fork of a process whose torch thread pools already started can deadlock.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-        futures = {
-            i: pool.submit(_train_member, jobs[i], blocks, tokenizer, options)
-            for i in sorted(range(len(jobs)), key=lambda i: -weights(jobs[i]))
-        }
-        return [futures[i].result() for i in range(len(jobs))]
+    members at a time, each on one thread (`privleak.pipeline.workers`), so its weights do not
+    depend on `workers`. Returns one summary per job, in job order: {parameters, final_loss
+    (mean of the last 10 steps), losses, seconds}."""
+    check_workers(workers, "family.workers")
+    train = partial(_train_member, blocks=blocks, tokenizer=tokenizer, options=options)
+    return run_jobs(train, jobs, workers=workers, priority=_weight)
 
 
 def sha256_file(path: str | Path) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from privleak import models as registry
 from privleak.policies import MASK
 from privleak.training.finetune import finetune_causal_lm
 from privleak.training.private import dp_finetune_causal_lm, jft_finetune
@@ -50,6 +51,11 @@ def resize_for(model, tokenizer):
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     return model
+
+
+def load_resized(base: str, tokenizer, device: str):
+    """A fresh float32 copy of the base model `base`, resized for `tokenizer` (`resize_for`)."""
+    return resize_for(registry.load(base, device=device, dtype="float32")[0], tokenizer)
 
 
 def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
@@ -302,3 +308,10 @@ def fit_target(
         "dp_tokens": dp_tokens,
     }
     return {"state": state, "row": row, "losses": losses, "timing": timing}
+
+
+def fit_job(job: tuple[dict, dict | None], **options) -> dict:
+    """`fit_target(plan, first_phase=first_phase, **options)` for one job (plan, first_phase):
+    the unit a worker process runs (`privleak.pipeline.workers`)."""
+    plan, first_phase = job
+    return fit_target(plan, first_phase=first_phase, **options)

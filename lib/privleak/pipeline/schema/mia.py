@@ -60,6 +60,7 @@ class Mia(Strict):
     reference: Annotated[str | None, optional(TEXT)]  # family: a size name; else an id/folder
     lira: MiaLira | None = None
     batch_size: Annotated[int, COUNT]
+    workers: Annotated[int, COUNT] = 1  # models scored at once, one process and thread each
     fprs: Annotated[list[float], list_of(PROBABILITY, unique=True)]
 
     @model_validator(mode="after")

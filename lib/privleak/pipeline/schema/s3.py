@@ -153,6 +153,7 @@ class S3(Strict):
     schedule: S3Schedule
     attack: S3Attack
     render: S3Render
+    workers: Annotated[int, COUNT] = 1  # models trained and attacked at once, one process each
 
     @model_validator(mode="before")
     @classmethod
