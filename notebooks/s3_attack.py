@@ -40,6 +40,7 @@ workers = 1
 import json
 import time
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,8 +82,9 @@ timings = {}
 
 # %% [markdown]
 # ## Samples, their NLL under the model itself and under each reference, and test perplexity
-# One checkpoint unit per model (`privleak.lira_sampling.attack_target`); models run `workers` at
-# a time, one process and one thread each, so no number depends on `workers`.
+# One checkpoint unit per model (`privleak.lira_sampling.attack_target`: an interrupted run resumes
+# whole models); models run `workers` at a time, one process and one thread each, and a draw
+# depends on (seed, prompt, draw index) only, so no number depends on `workers`.
 
 # %%
 started = time.perf_counter()
@@ -107,7 +109,7 @@ attacked = store.map(
     "model",
     [str(MODELS / name) for name in names],
     attack_one,
-    key=lambda folder: folder,
+    key=lambda folder: Path(folder).relative_to(MODELS).as_posix(),
     workers=check_workers(workers, profile_key("s3.workers")),
 )
 per_model, ppl_rows, nll_rows = {}, [], []

@@ -205,7 +205,8 @@ log
 # ## Throughput, with and without DP (this run's wall clock; not saved)
 # tokens_per_s: training tokens / wall time of the whole fine-tune (for DP runs including Opacus'
 # noise calibration and compatibility probe); dp_loop_tokens_per_s: the DP phase's tokens / its
-# training loop's time alone.
+# training loop's time alone. Each on one thread; with `workers` > 1 the fine-tunes share the
+# cores, so their times add up to more than the stage's.
 
 # %%
 timing = pd.DataFrame(timings).merge(log[["model", "target", "policy", "kind", "steps", "tokens"]])
@@ -217,9 +218,9 @@ timing["dp_loop_tokens_per_s"] = timing["dp_tokens"] / timing["dp_wall_s"].where
 adamw_rate = timing.loc[timing["kind"] == "adamw", "tokens_per_s"].median()
 dp_rate = timing.loc[timing["kind"] == "dp", "dp_loop_tokens_per_s"].median()
 print(
-    f"all fine-tunes: {timing['wall_s'].sum():.1f} s; tokens/s: AdamW {adamw_rate:.0f} (median "
-    f"of the AdamW runs), DP-AdamW loop {dp_rate:.0f}: DP costs {adamw_rate / dp_rate:.2f}x per "
-    "token"
+    f"all fine-tunes: {timing['wall_s'].sum():.1f} s of job time; tokens/s: AdamW "
+    f"{adamw_rate:.0f} (median of the AdamW runs), DP-AdamW loop {dp_rate:.0f}: DP costs "
+    f"{adamw_rate / dp_rate:.2f}x per token"
 )
 timing.round(2)
 

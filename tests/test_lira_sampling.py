@@ -218,12 +218,16 @@ def test_held_out_nll_is_per_text_and_sums_to_the_perplexity(model, tokenizer):
     assert tokens.tolist() == [2, 0] and nll[1] == 0.0 and nll[0] > 0
 
 
-def test_attack_target_is_sampling_then_every_score_of_one_target(tmp_path, tokenizer):
+def test_attack_target_is_sampling_then_every_score_of_one_target(tmp_path, tokenizer, monkeypatch):
     target, reference = tiny_llama(vocab_size=16, window=128, seed=1), tiny_llama(16, 128, seed=2)
     for name, lm in (("target", target), ("reference", reference)):
         lm.save_pretrained(tmp_path / name)
         tokenizer.save_pretrained(tmp_path / name)
     folders = {name: str(tmp_path / name) for name in ("target", "reference")}
+    loaded, load = [], lira_sampling.registry.load
+    monkeypatch.setattr(lira_sampling.registry, "load",
+                        lambda where, **kw: loaded.append(where) or load(where, **kw))  # fmt: skip
+    lira_sampling._reference.cache_clear()
     settings = dict(samples=3, top_k=40, max_new_tokens=6, seed=7, max_batch_streams=None)
     result = lira_sampling.attack_target(
         folders["target"], {"J": folders["reference"], "K": folders["target"]},
@@ -240,8 +244,9 @@ def test_attack_target_is_sampling_then_every_score_of_one_target(tmp_path, toke
     for lm, column in ((target, "nll_self"), (reference, "nll_without_J")):
         want = lira_sampling.sequence_nll(lm, tokenizer, prompts, tokens, batch_size=2)
         np.testing.assert_allclose([r[column] for r in result["rows"]], want, rtol=1e-6)
-    # The target is K's reference itself: its own scores, once.
+    # The target is K's reference itself: its own scores, and each model loaded once.
     assert [r["nll_without_K"] for r in result["rows"]] == [r["nll_self"] for r in result["rows"]]
+    assert sorted(loaded) == sorted(folders.values())
     nll, counted = lira_sampling.held_out_nll(
         target, tokenizer, ["the cat sat on the mat", "a dog ran"], batch_size=2, seq_len=4
     )

@@ -332,8 +332,9 @@ def _paper_params(
     audit |= {"samples": 2, "max_new_tokens": 4, "draws": 2, "batch_rows": 16}
     # MIA keeps the paper profile's file: members and non-members; two listed models, the first
     # the reference.
+    # Two workers: the stage's own process path (its job and arguments pickled), not the loop.
     params["mia"]["paper"] |= {"models": [lms["llama"], lms["opt"]], "reference": lms["llama"],
-                               "batch_size": 4}  # fmt: skip
+                               "batch_size": 4, "workers": 2}  # fmt: skip
     return params
 
 
@@ -718,6 +719,7 @@ def _s3_paper_params(root: Path, params: dict) -> None:
     # The paper profile's six training runs of every target: render_claims resamples S3's
     # runs x prompts.
     s3["seeds"] = S3_SEEDS
+    s3["workers"] = 2  # the worker processes' path, pickling included
     params["claims"]["paper"]["min_units"] = 2  # as before: the other papers' tiny units
 
 

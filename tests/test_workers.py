@@ -1,10 +1,14 @@
 """Independent jobs on worker processes: results in job order, one thread per job whatever the
-number of workers, a job's error raised, and a stage's units saved as each finishes."""
+number of workers, the longest job first, a job's error raised after the running jobs finish, a
+stage's units saved as each finishes, and `workers` outside the checkpoint fingerprint."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
+import yaml
 
 from privleak.errors import PrivleakError, require
 from privleak.pipeline import checkpoint
@@ -22,11 +26,11 @@ def fails_at_three(job: int) -> int:
     return job
 
 
-def seeded_draw(job: int) -> list[float]:
-    """A torch computation whose float result would show a thread-count dependence."""
-    generator = torch.Generator().manual_seed(job)
-    a = torch.randn(64, 256, generator=generator)
-    return (a @ a.T).sum(-1).tolist()
+def started_at(seconds: float) -> float:
+    """When the job started (the system's clock, shared by every process); then sleeps."""
+    start = time.time()
+    time.sleep(seconds)
+    return start
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -36,14 +40,12 @@ def test_jobs_come_back_in_job_order_each_on_one_thread(workers):
     assert torch.get_num_threads() == before  # the in-process path restores the threads
 
 
-def test_results_do_not_depend_on_the_number_of_workers():
-    jobs = list(range(4))
-    assert run_jobs(seeded_draw, jobs, workers=1) == run_jobs(seeded_draw, jobs, workers=2)
-
-
-def test_completed_yields_every_index_once_highest_priority_first_submitted():
-    done = dict(completed(threads_and_square, [1, 5, 2], workers=2, priority=lambda j: j))
-    assert done == {0: (1, 1), 1: (1, 25), 2: (1, 4)}
+def test_the_pool_starts_the_highest_priority_first():
+    # Two workers, three jobs: the lowest-priority job starts only once another has finished.
+    started = dict(completed(started_at, [0.1, 0.6, 0.3], workers=2, priority=lambda s: s))
+    assert sorted(started) == [0, 1, 2]
+    assert started[1] < started[0] and started[2] < started[0]
+    assert started[0] >= min(started[1], started[2]) + 0.3
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -72,3 +74,24 @@ def test_map_on_workers_saves_each_unit_and_resumes_like_the_serial_map(project)
     again = checkpoint.open_stage("toy", VALUES)
     assert again.map("parallel", items, threads_and_square, workers=2) == parallel
     assert (again.resumed["parallel"], again.computed["parallel"]) == (2, 1)
+
+
+def test_a_failed_job_keeps_the_jobs_that_finished_before_the_error():
+    done = []
+    with pytest.raises(PrivleakError, match="job 3 failed"):
+        for index, value in completed(fails_at_three, [1, 2, 3], workers=2):
+            done.append((index, value))
+    assert sorted(done) == [(0, 1), (1, 2)]
+
+
+def test_workers_is_outside_the_checkpoint_fingerprint(project):  # noqa: F811
+    stage = yaml.safe_load((project / "dvc.yaml").read_text())
+    stage["stages"]["toy"]["params"].append("s3.${profile}.workers")
+    (project / "dvc.yaml").write_text(yaml.safe_dump(stage))
+
+    def fingerprint(**values):
+        inputs = checkpoint.fingerprint_inputs("toy", VALUES | {"workers": 1} | values)
+        return checkpoint.fingerprint(inputs)
+
+    assert fingerprint(workers=2) == fingerprint(workers=1)
+    assert fingerprint(seed=4) != fingerprint()

@@ -7,6 +7,7 @@ scores into the attack's statistics.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -253,6 +254,12 @@ def held_out_perplexity(
 # ---------------------------------------------------------------- one target, whole
 
 
+@functools.lru_cache(maxsize=4)
+def _reference(folder: str, device: str):
+    """A reference model and tokenizer, loaded once per process for all the targets it scores."""
+    return registry.load(folder, device=device, dtype="float32")
+
+
 def attack_target(
     target: str,
     references: Mapping[str, str],
@@ -307,9 +314,7 @@ def attack_target(
     scores = {"nll_self": nll(model, tokenizer)}
     for j, reference in references.items():
         scores[f"nll_without_{j}"] = (
-            scores["nll_self"]
-            if reference == target
-            else nll(*registry.load(reference, device=device, dtype="float32"))
+            scores["nll_self"] if reference == target else nll(*_reference(reference, device))
         )
     test_nll, test_tokens = held_out_nll(
         model, tokenizer, test_texts, batch_size=batch_size, seq_len=seq_len

@@ -8,7 +8,8 @@ to an uninterrupted run.
 
 Units live in data/checkpoints/<stage>/<fingerprint>/, outside every DVC output (gitignored and
 dvcignored). The fingerprint hashes everything that determines the results: the stage's declared
-param values as the notebook runs them (the profile enters through the values it selects) and
+param values as the notebook runs them (the profile enters through the values it selects; not
+`workers`, which sets only how fast) and
 its dvc.yaml deps (files by content; folders by the relative path, size and mtime of each file,
 cheap for gigabytes of models). A changed param, code or data file therefore opens a fresh
 folder and never resumes stale units. `clear(stage)` drops a stage's checkpoints once it has
@@ -44,6 +45,7 @@ from privleak.pipeline.workers import completed
 
 T = TypeVar("T")
 FOLDER = "checkpoints"  # under data/
+SPEED_ONLY = ("workers",)  # declared params that set how fast a stage runs, never its results
 
 
 def root(stage: str) -> Path:
@@ -91,7 +93,11 @@ def fingerprint_inputs(stage: str, values: Mapping[str, Any]) -> dict[str, Any]:
     resolved = [params_module.resolve(dep, loaded) for dep in deps]
     return {
         "stage": stage,
-        "params": declared_values(stage, values),
+        "params": {
+            name: value
+            for name, value in declared_values(stage, values).items()
+            if name not in SPEED_ONLY
+        },
         "deps": {dep: dep_digest(paths.ROOT / dep) for dep in resolved},
     }
 
@@ -191,9 +197,10 @@ class StageStore:
         """[compute(item) for item in items], each item one unit keyed (name, key(item)), with a
         progress bar (stderr: the executed notebook shows it).
 
-        workers: None computes the missing units here, as this process is set up; an integer runs
-        them on that many processes of one thread each (`privleak.pipeline.workers`: `compute`
-        must then be importable), each unit saved as soon as it finishes.
+        workers: None computes the missing units here, as this process is set up; an integer
+        computes them as `privleak.pipeline.workers.completed` runs jobs (1: here, one thread;
+        more: that many processes of one thread each, and `compute` must be importable), each
+        unit saved as soon as it finishes.
         """
         items = list(items)
         bar = tqdm(total=len(items), desc=f"{self.stage} {name}", mininterval=5)

@@ -2,7 +2,8 @@
 
 Tiny models are overhead-bound: one job per core on one thread beats one job using both cores'
 threads. Every job runs on exactly one thread whatever `workers` is (in this process when it is
-1), so a job's numbers never depend on how many workers ran it. A job's function and arguments
+1), so a job that seeds its own random numbers gets the same numbers however many workers ran
+it. A job's function and arguments
 cross a process boundary: the function must be importable (a library function or a
 `functools.partial` of one), not a notebook's own.
 """
@@ -57,26 +58,41 @@ def completed(
 ) -> Iterator[tuple[int, T]]:
     """(index, function(jobs[index])) for every job, as each one finishes.
 
-    `workers` processes (spawned: a fork of a process whose torch thread pools already started
-    can deadlock) take the jobs in descending `priority` (the longest first, so it does not start
-    last on an otherwise idle pool), else in order. A job's error stops the pool and is raised.
+    workers 1 runs the jobs here, in order, each on one thread. More run in that many processes
+    (spawned: a fork of a process whose torch thread pools already started can deadlock) that
+    take the jobs in descending `priority` (the longest first, so it does not start last on an
+    otherwise idle pool), else in order. After a job's error no further job starts; the jobs
+    already running finish and are yielded, then the error is raised. A job that draws random
+    numbers seeds its own generator, or its draws depend on what ran before it.
     """
     if workers == 1 or len(jobs) <= 1:
-        with one_thread():
-            for index, job in enumerate(jobs):
-                yield index, function(job)
+        for index, job in enumerate(jobs):
+            with one_thread():
+                result = function(job)
+            yield index, result
         return
     order = sorted(range(len(jobs)), key=lambda i: -priority(jobs[i])) if priority else None
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(
         min(workers, len(jobs)), mp_context=context, initializer=_one_thread_worker
     )
+    error = None
     try:
         pending = {pool.submit(function, jobs[i]): i for i in (order or range(len(jobs)))}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                yield pending.pop(future), future.result()
+                index = pending.pop(future)
+                if future.cancelled():
+                    continue
+                if future.exception() is None:
+                    yield index, future.result()
+                elif error is None:
+                    error = future.exception()
+                    for queued in pending:
+                        queued.cancel()  # those not yet started; the running ones finish
+        if error is not None:
+            raise error
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -210,6 +210,26 @@ class Parsed:
         return core_schema.no_info_plain_validator_function(self.parse)
 
 
+def named_or_file(name: str, folder: str) -> Parsed:
+    """`name` itself, or file:<a .jsonl file under folder> (a list the user provides)."""
+
+    def parse(value: Any) -> str:
+        if value != name:
+            if not (isinstance(value, str) and value.startswith("file:")):
+                raise fail(f"must be {name} or file:{folder}<file>.jsonl", value=value)
+            under(value.removeprefix("file:"), folder, (".jsonl",), value)
+        return value
+
+    return Parsed(parse)
+
+
+# The models S1 and MIA score: the in-pipeline family, or model ids and folders.
+SCORED_MODELS = Rule(
+    lambda v: v == "family" or (isinstance(v, list) and bool(v) and all(map(TEXT.check, v))),
+    "family or a non-empty list of model ids/folders",
+)
+
+
 # ---------------------------------------------------------------- blocks
 
 

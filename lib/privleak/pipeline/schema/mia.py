@@ -8,41 +8,26 @@ from privleak.pipeline.schema.base import (
     COUNT,
     MASS,
     PROBABILITY,
+    SCORED_MODELS,
     TEXT,
-    Parsed,
-    Rule,
     Strict,
     at_least,
     fail,
     list_of,
+    named_or_file,
     no_repeats_at,
     one_of,
     optional,
-    under,
 )
 
 MIA_DIR = "data/external/mia/"
 MIA_VARIANCES = ("global", "per_text")  # privleak.mia.attacks.VARIANCES
 MIA_METHODS = ("percentile", "basic")  # privleak.mia.metrics.METHODS
-SCORED_MODELS = Rule(
-    lambda v: v == "family" or (isinstance(v, list) and bool(v) and all(map(TEXT.check, v))),
-    "family or a non-empty list of model ids/folders",
-)
-
-
-def _source(allowed: str):
-    def parse(value: Any) -> str:
-        if value != allowed:
-            if not (isinstance(value, str) and value.startswith("file:")):
-                raise fail(f"must be {allowed} or file:{MIA_DIR}<file>.jsonl", value=value)
-            under(value.removeprefix("file:"), MIA_DIR, (".jsonl",), value)
-        return value
-
-    return Parsed(parse)
 
 
 class MiaNonMembers(Strict):
-    source: Annotated[str, _source("held_out")]  # held_out: drawn by synthetic:pretrain
+    # held_out: drawn by synthetic:pretrain
+    source: Annotated[str, named_or_file("held_out", MIA_DIR)]
     count: Annotated[int | None, optional(COUNT)]  # held_out: how many; a file: None = all
 
 
@@ -54,7 +39,7 @@ class MiaLira(Strict):  # offline LiRA's reference models (family only)
 
 class Mia(Strict):
     models: Annotated[Any, SCORED_MODELS]
-    members: Annotated[str, _source("planted")]
+    members: Annotated[str, named_or_file("planted", MIA_DIR)]
     non_members: MiaNonMembers
     k: Annotated[float, MASS]  # Min-K% and Min-K%++: the share of lowest tokens
     reference: Annotated[str | None, optional(TEXT)]  # family: a size name; else an id/folder

@@ -11,35 +11,22 @@ from privleak.pipeline.schema.base import (
     INDEX,
     MASS,
     POSITIVE,
+    SCORED_MODELS,
     TEXT,
-    Parsed,
-    Rule,
     Strict,
     fail,
     list_of,
+    named_or_file,
     no_repeats_at,
     one_of,
     optional,
-    under,
 )
 
 DECODER_KINDS = ("greedy", "sampling", "top_k", "top_p", "temperature")  # metrics.sequence
 S1_DIR = "data/external/s1/"
 
 
-def _sequences(value: Any) -> str:
-    if value != "planted":
-        if not (isinstance(value, str) and value.startswith("file:")):
-            raise fail(f"must be planted or file:{S1_DIR}<file>.jsonl", value=value)
-        under(value.removeprefix("file:"), S1_DIR, (".jsonl",), value)
-    return value
-
-
-SEQUENCES = Parsed(_sequences)
-SCORED_MODELS = Rule(
-    lambda v: v == "family" or (isinstance(v, list) and bool(v) and all(map(TEXT.check, v))),
-    "family or a non-empty list of model ids/folders",
-)
+SEQUENCES = named_or_file("planted", S1_DIR)
 
 
 class Decoder(Strict):
