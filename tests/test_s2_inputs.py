@@ -182,7 +182,7 @@ PARAM_CASES = {
                                      "sweeps.amplifications[1] = 1.0: repeats an earlier item"),
     "distance_table_not_swept": (
         "distance", "table", 0.9,
-        "distance.table = 0.9: must be one of sweep ([0.6, 0.8, 1.0, 1.2])",
+        "distance.table = 0.9: must be one of sweep ([1.0])",
     ),
     "distance_table_negative": ("distance", "table", -1.0,
                                 "distance.table = -1.0: must be a finite number >= 0"),
