@@ -8,8 +8,10 @@
 # - `main`: every corpus × λ at the default T (Tables 2-4, Fig. 2c);
 # - `sweep`: T ∈ temperatures at λ = 1 and λ ∈ lams at the default T (Figs. 7-8);
 # - `context_size`: the context truncated to its first |D| tokens, λ = 1 (Fig. 2b).
-# Within an experiment all settings of a context share its prompt prefill. Each decoder chunk
-# (`max_batch_streams` streams) is checkpointed, so an interrupted run resumes chunk by chunk.
+# Within an experiment all settings of a context share its prompt prefill. A response depends
+# only on (record, |D|, λ, T) and the seed, so the sweep and context-size settings that `main`
+# already drew (λ ∈ lams at the default T, the full context) take main's responses. Each decoder
+# chunk (`max_batch_streams` streams) is checkpointed, so an interrupted run resumes chunk by chunk.
 
 # %% tags=["parameters"]
 seed = 0
@@ -36,7 +38,7 @@ import pandas as pd
 from privleak import models as registry
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
-from privleak.metrics.influence_rows import cid_experiment
+from privleak.metrics.influence_rows import cid_experiment, drawn_rows
 from privleak.pipeline import checkpoint, paths
 
 OUT = paths.INTERIM / "s0" / "generate"
@@ -46,25 +48,45 @@ records = {name: read_jsonl(paths.RAW / f"{name}.jsonl") for name in used}
 store = checkpoint.open_stage("s0_generate", globals())
 
 
-def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(None,)):
+def run(model, tokenizer, lm, experiment, corpus, count, key, settings, sizes=(None,), drawn=()):
     """CID responses for the first `count` records of `corpus` (params `key` = count; more than
-    the corpus holds is an error) × settings × context sizes."""
+    the corpus holds is an error) × settings × context sizes. A (size, setting) whose responses
+    `drawn` already holds takes them from there: the same random stream, the same response."""
     chosen = take(records[corpus], count, key=key, corpus=corpus)
-    limits = [context_tokens if size is None else size for size in sizes]
     rows = []
-    for limit, generation, seconds, batch in cid_experiment(
-        model, tokenizer, chosen, settings, limits=limits, corpus=corpus, template=template,
-        describe={"experiment": experiment, "model": lm}, max_new_tokens=max_new_tokens,
-        min_new_tokens=min_new_tokens, seed=seed, max_batch_streams=max_batch_streams,
-        count_eos=count_eos, cache=store.cache(experiment, lm),
-    ):  # fmt: skip
-        print(
-            f"{lm} {experiment} {corpus} |D|<={limit}: {len(chosen)} contexts x "
-            f"{len(settings)} settings in {seconds:.1f} s; forwarded "
-            f"{generation.prefill_counter.tokens} prefill + {generation.step_counter.tokens} "
-            "step tokens"
-        )
-        rows += batch
+    for limit in [context_tokens if size is None else size for size in sizes]:
+        reused = {
+            setting: drawn_rows(drawn, corpus=corpus, examples=len(chosen), limit=limit,
+                                setting=setting)
+            for setting in settings
+        }  # fmt: skip
+        missing = [setting for setting in settings if reused[setting] is None]
+        new = {}
+        for _, generation, seconds, batch in cid_experiment(
+            model, tokenizer, chosen, missing, limits=[limit] if missing else [], corpus=corpus,
+            template=template, describe={"experiment": experiment, "model": lm},
+            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, seed=seed,
+            max_batch_streams=max_batch_streams, count_eos=count_eos,
+            cache=store.cache(experiment, lm),
+        ):  # fmt: skip
+            print(
+                f"{lm} {experiment} {corpus} |D|<={limit}: {len(chosen)} contexts x "
+                f"{len(missing)} settings in {seconds:.1f} s; forwarded "
+                f"{generation.prefill_counter.tokens} prefill + {generation.step_counter.tokens} "
+                "step tokens"
+            )
+            new = {(row["example_index"], (row["lam"], row["temperature"])): row for row in batch}
+        if len(missing) < len(settings):
+            print(
+                f"{lm} {experiment} {corpus} |D|<={limit}: {len(settings) - len(missing)} of "
+                f"{len(settings)} settings taken from main"
+            )
+        rows += [
+            (new[(index, setting)] if reused[setting] is None else reused[setting][index])
+            | {"experiment": experiment}
+            for index in range(len(chosen))
+            for setting in settings
+        ]
     return rows
 
 
@@ -76,8 +98,9 @@ rows = []
 for lm in lms:
     model, tokenizer = registry.load(lm, device=device, dtype=dtype, device_map=device_map)
     main_settings = [(lam, temperature) for lam in lams]
+    main = []
     for corpus in corpora:
-        rows += run(
+        main += run(
             model, tokenizer, lm, "main", corpus, n_examples, "s0.n_examples", main_settings
         )
     sweep_settings = list(
@@ -86,6 +109,7 @@ for lm in lms:
             + [(lam, temperature) for lam in sweep["lams"]]
         )
     )
+    rows += main
     rows += run(
         model,
         tokenizer,
@@ -95,6 +119,7 @@ for lm in lms:
         sweep["examples"],
         "s0.sweep.examples",
         sweep_settings,
+        drawn=main,
     )
     rows += run(
         model,
@@ -106,6 +131,7 @@ for lm in lms:
         "s0.context_sizes.examples",
         [(1.0, temperature)],
         sizes=context_sizes["sizes"],
+        drawn=main,
     )
 print(store.summary())
 

@@ -10,6 +10,7 @@ from privleak.metrics.influence import ngram_influence
 from privleak.metrics.influence_rows import (
     bounded_example_row,
     context_examples,
+    drawn_rows,
     family_example_rows,
     ngram_example_rows,
 )
@@ -97,3 +98,30 @@ def test_bounded_row_reads_the_response_and_its_bounded_ablations():
         "mean_lam_used": float(torch.tensor([0.2, 0.4]).mean()),
     }  # fmt: skip
     assert counter.tokens > 0
+
+
+def _drawn(corpus: str, index: int, limit: int, lam: float, temperature: float) -> dict:
+    return {"experiment": "main", "corpus": corpus, "example_index": index,
+            "context_limit": limit, "lam": lam, "temperature": temperature,
+            "tau": 10 * index + lam}  # fmt: skip
+
+
+def test_drawn_rows_are_the_matching_responses_in_record_order():
+    rows = [_drawn("pubmedqa", i, 256, lam, 0.8) for i in (2, 0, 1) for lam in (0.5, 1.0)]
+    rows += [_drawn("cnn_dm", 0, 256, 1.0, 0.8), _drawn("pubmedqa", 0, 64, 1.0, 0.8)]
+    rows += [_drawn("pubmedqa", 0, 256, 1.0, 0.5)]
+    found = drawn_rows(rows, corpus="pubmedqa", examples=2, limit=256, setting=(1.0, 0.8))
+    assert [
+        (r["corpus"], r["example_index"], r["context_limit"], r["lam"], r["temperature"])
+        for r in found
+    ] == [("pubmedqa", 0, 256, 1.0, 0.8), ("pubmedqa", 1, 256, 1.0, 0.8)]
+    assert [r["tau"] for r in found] == [1.0, 11.0]
+
+
+def test_drawn_rows_is_none_unless_every_record_was_drawn():
+    rows = [_drawn("pubmedqa", i, 256, 1.0, 0.8) for i in (0, 2)]
+    first = {"corpus": "pubmedqa", "examples": 1}
+    assert drawn_rows(rows, corpus="pubmedqa", examples=2, limit=256, setting=(1.0, 0.8)) is None
+    assert drawn_rows(rows, **first, limit=256, setting=(1.0, 0.8)) == rows[:1]
+    assert drawn_rows(rows, **first, limit=128, setting=(1.0, 0.8)) is None
+    assert drawn_rows(rows, **first, limit=256, setting=(1.5, 0.8)) is None

@@ -84,6 +84,30 @@ def cid_experiment(
         yield limit, generation, seconds, generation_rows(generation, tokenizer, examples, settings)
 
 
+def drawn_rows(
+    rows: Sequence[dict], *, corpus: str, examples: int, limit: int, setting: tuple[float, float]
+) -> list[dict] | None:
+    """The rows of responses already drawn for the first `examples` records of `corpus` at
+    context limit `limit` and (λ, T) `setting`, in record order; None unless all are there.
+
+    A response depends only on (record id, limit, λ, T) and the seed (`cid_generate`), so such a
+    row is the response another experiment would draw again.
+    """
+    lam, temperature = setting
+    found = {
+        row["example_index"]: row
+        for row in rows
+        if row["corpus"] == corpus
+        and row["context_limit"] == limit
+        and row["lam"] == lam
+        and row["temperature"] == temperature
+        and row["example_index"] < examples
+    }
+    if len(found) < examples:
+        return None
+    return [found[index] for index in range(examples)]
+
+
 def family_example_rows(
     model, prompt, generation, g: int, *, describe: dict, n: int, window: Window, decoding: dict
 ) -> tuple[dict, list[dict]]:
