@@ -6,8 +6,11 @@
 # (even positions) and an unseen half (odd positions); SmolLM2 is fully fine-tuned (AdamW, next-
 # token loss) on the seen contexts, exactly as the prompt shows them (first `context_tokens`
 # tokens, plain text). CID responses at every λ are drawn from the base and the fine-tuned model
-# on all docs. One row per (model, doc, λ); plus the training losses and each doc's mean
-# log-likelihood before and after fine-tuning (the "knows the context" check).
+# on all docs, each response on the random stream s0_generate gives the same (record, |D|, λ, T),
+# so the two models' responses are paired; the base model's are s0_generate's own `main` responses
+# when it drew them (same model and record), else drawn here. One row per (model, doc, λ); plus
+# the training losses and each doc's mean log-likelihood before and after fine-tuning (the "knows
+# the context" check).
 
 # %% tags=["parameters"]
 seed = 0
@@ -40,9 +43,13 @@ import torch
 from privleak import models as registry
 from privleak.data.records import read_jsonl, take
 from privleak.errors import require
-from privleak.metrics.known_context import known_context_rows
+from privleak.metrics.influence_rows import context_examples, drawn_rows
+from privleak.metrics.known_context import (
+    context_knowledge,
+    drawn_response_rows,
+    known_context_rows,
+)
 from privleak.pipeline import paths
-from privleak.prompts import s0_prompt
 from privleak.training.finetune import finetune_causal_lm
 
 OUT = paths.INTERIM / "s0" / "finetune"
@@ -59,27 +66,16 @@ if finetune["enabled"]:
         key="s0.finetune.docs",
         corpus="pubmedqa",
     )
-    prompts, examples = [], []
-    for index, record in enumerate(records):
-        prompt, reference = s0_prompt(tokenizer, record, "pubmedqa", template, context_tokens)
-        prompts.append(prompt)
-        examples.append(
-            {
-                "corpus": "pubmedqa",
-                "example": record["id"],
-                "example_index": index,
-                "seen": index % 2 == 0,
-                "context_tokens": len(prompt.context),
-                "context": tokenizer.decode(prompt.context),
-                "reference": reference,
-            }
-        )
+    prompts, keys, examples = context_examples(
+        tokenizer, records, corpus="pubmedqa", template=template, limit=context_tokens, describe={}
+    )
+    examples = [example | {"seen": example["example_index"] % 2 == 0} for example in examples]
     seen_docs = [p.context for p, e in zip(prompts, examples, strict=True) if e["seen"]]
     settings = [(lam, temperature) for lam in lams]
 
     def evaluate(label):
         generated, known, seconds = known_context_rows(
-            model, tokenizer, prompts, examples, settings, label,
+            model, tokenizer, prompts, examples, settings, label, stream_keys=keys,
             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, seed=seed,
             max_batch_streams=max_batch_streams, count_eos=count_eos,
         )  # fmt: skip
@@ -87,7 +83,19 @@ if finetune["enabled"]:
         knowledge.extend(known)
         return generated
 
-    rows += evaluate("base")
+    main = pd.read_parquet(paths.INTERIM / "s0" / "generate" / "generations.parquet")
+    main = main[(main["experiment"] == "main") & (main["model"] == lm)].to_dict("records")
+    drawn = {
+        setting: drawn_rows(main, corpus="pubmedqa", examples=len(records), limit=context_tokens,
+                            setting=setting)
+        for setting in settings
+    }  # fmt: skip
+    if all(rows_of_setting is not None for rows_of_setting in drawn.values()):
+        print("base: s0_generate's main responses")
+        rows += drawn_response_rows(drawn, examples, settings, "base")
+        knowledge.extend(context_knowledge(model, prompts, examples, "base"))
+    else:
+        rows += evaluate("base")
     started = time.perf_counter()
     step_losses = finetune_causal_lm(
         model,
