@@ -9,7 +9,9 @@
 # Regular sampling follows the paper: 1-ISP only, a lower bound over the head holding 90% of the
 # mass (capped at `sampling_expand` alternatives per node). For `exact_sequences` entities the
 # exact 1-ISP under regular sampling is also computed by expanding the full vocabulary, to show
-# the approximation against its bound and against the truth. Every scoring batch and tree batch
+# the approximation against its bound and against the truth. On the family, the n-ISP jobs (one
+# per decoder and n, one per sequence of the exact expansion) run `workers` at a time, one
+# process and one thread each: no number depends on `workers`. Every scoring batch and n-ISP job
 # is checkpointed, so an interrupted run resumes.
 
 # %% tags=["parameters"]
@@ -27,6 +29,7 @@ prefix_tokens = 50
 ne_suffix_tokens = 4
 device = "cpu"
 dtype = "float32"
+workers = 1
 isp = {
     "n": [1, 2],
     "expand": 10,
@@ -38,6 +41,8 @@ isp = {
 }
 
 # %%
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import torch
@@ -46,7 +51,10 @@ from privleak import models as registry
 from privleak.data.records import read_jsonl, read_sequences, take
 from privleak.errors import require
 from privleak.metrics import sequence as seq
+from privleak.metrics.isp_jobs import isp_jobs, job_cost, job_key, run_isp_job
 from privleak.pipeline import checkpoint, paths
+from privleak.pipeline.params import profile_key
+from privleak.pipeline.workers import check_workers
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "isp"
@@ -57,6 +65,8 @@ transforms = seq.decoder_table(decoders)
 
 if models == "family":
     torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
+    # tiny models: jobs on worker processes; a pretrained model's jobs run here, on every thread
+    parallel = check_workers(workers, profile_key("s1.workers"))
     largest = str(fam.member_dirs(paths.DATA / "family")[-1])
     rows = seq.planted_sequences(
         read_jsonl(paths.RAW / "pretrain.jsonl"),
@@ -65,6 +75,7 @@ if models == "family":
 else:
     largest = models[-1]
     rows = read_sequences(sequences)
+    parallel = None
 model, tokenizer = registry.load(largest, device=device, dtype=dtype, device_key="s1.scores.device")
 if models == "family":
     fam.check_family(paths.DATA / "family", paths.RAW / "pretrain.jsonl", tokenizer)
@@ -89,41 +100,38 @@ log_esps = {name: seq.log_esp(lp) for name, lp in esp_logprobs.items()}
 print(f"{len(entities)} named entities, model {largest}")
 
 # %%
+vocab = getattr(model, "privleak_real_vocab", None) or model.config.vocab_size
+run_jobs = partial(
+    store.map,
+    compute=partial(run_isp_job, model=model, prefixes=prefixes, suffixes=suffixes,
+                    max_nodes=isp["max_nodes"], **pad),
+    key=job_key,
+    workers=parallel,
+    priority=lambda job: job_cost(job, vocab),
+)  # fmt: skip
+jobs = isp_jobs(
+    decoders, isp["n"], range(len(entities)), expand=isp["expand"],
+    sampling_expand=isp["sampling_expand"], sampling_head_mass=isp["sampling_head_mass"],
+    batch_size=isp["batch_size"],
+)  # fmt: skip
 isp_rows, leaf_rows = [], []
-for spec in decoders:
-    name = spec["name"]
-    sampling = spec["kind"] == "sampling"
-    for n in isp["n"]:
-        if sampling and n > 1:
-            continue  # the paper reports regular sampling for 1-ISP only (Table 1)
-        result = seq.approximate_isp(
-            model,
-            prefixes,
-            suffixes,
-            n,
-            transforms[name],
-            expand=isp["sampling_expand"] if sampling else isp["expand"],
-            head_mass=isp["sampling_head_mass"] if sampling else None,
-            batch_size=isp["batch_size"],
-            max_nodes=isp["max_nodes"],
-            cache=store.cache("isp", largest),
-            **pad,
-        )
-        per_seq = result.counter.tokens / len(entities)
-        for e, approx, bound, leaves, esp in zip(
-            entities, result.approx, result.bound, result.leaves, log_esps[name], strict=True
-        ):
-            isp_rows.append(
-                {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_esp": esp, "approx": approx,
-                 "bound": bound, "lower_bound_only": sampling, "forward_tokens_per_seq": per_seq}
+for job, result in zip(jobs, run_jobs("isp", jobs), strict=True):
+    name, n, sampling = job["decoder"]["name"], job["n"], job["decoder"]["kind"] == "sampling"
+    per_seq = result.counter.tokens / len(entities)
+    for e, approx, bound, leaves, esp in zip(
+        entities, result.approx, result.bound, result.leaves, log_esps[name], strict=True
+    ):
+        isp_rows.append(
+            {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_esp": esp, "approx": approx,
+             "bound": bound, "lower_bound_only": sampling, "forward_tokens_per_seq": per_seq}
+        )  # fmt: skip
+        for tokens, lp, where in sorted(leaves, key=lambda leaf: -leaf[1])[:KEEP_LEAVES]:
+            leaf_rows.append(
+                {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_p": lp,
+                 "positions": [p + 1 for p in where],
+                 "tokens": tokenizer.convert_ids_to_tokens(list(tokens)),
+                 "truth": tokenizer.convert_ids_to_tokens(e["suffix"])}
             )  # fmt: skip
-            for tokens, lp, where in sorted(leaves, key=lambda leaf: -leaf[1])[:KEEP_LEAVES]:
-                leaf_rows.append(
-                    {"seq_id": e["seq_id"], "decoder": name, "n": n, "log_p": lp,
-                     "positions": [p + 1 for p in where],
-                     "tokens": tokenizer.convert_ids_to_tokens(list(tokens)),
-                     "truth": tokenizer.convert_ids_to_tokens(e["suffix"])}
-                )  # fmt: skip
 table = pd.DataFrame(isp_rows)
 require(
     bool(np.isfinite(table[["approx", "bound"]].to_numpy()).all()),
@@ -148,41 +156,29 @@ subset = take(
 )
 exact_rows = []
 if subset and "sampling" in [s["kind"] for s in decoders]:
-    name = next(s["name"] for s in decoders if s["kind"] == "sampling")
-    real_vocab = getattr(model, "privleak_real_vocab", None) or model.config.vocab_size
-    full = seq.approximate_isp(
-        model,
-        [e["prefix"] for e in subset],
-        [e["suffix"] for e in subset],
-        1,
-        transforms[name],
-        expand=real_vocab - 1,
-        batch_size=1,
-        max_nodes=isp["max_nodes"],
-        cache=store.cache("exact", largest),
-        **pad,
-    )
-    require(bool((full.bound < 1e-6).all()), "s1_isp: the full-vocabulary expansion left a bound")
-    for expand in sorted({1, 4, isp["expand"], isp["sampling_expand"]}):
-        for head_mass in (None, isp["sampling_head_mass"]):
-            approx = seq.approximate_isp(
-                model,
-                [e["prefix"] for e in subset],
-                [e["suffix"] for e in subset],
-                1,
-                transforms[name],
-                expand=expand,
-                head_mass=head_mass,
-                batch_size=isp["batch_size"],
-                max_nodes=isp["max_nodes"],
-                cache=store.cache("exact", largest),
-                **pad,
-            )
-            exact_rows += [
-                {"seq_id": e["seq_id"], "decoder": name, "n": 1, "expand": expand,
-                 "head_mass": head_mass, "approx": a, "bound": b, "exact": x}
-                for e, a, b, x in zip(subset, approx.approx, approx.bound, full.approx, strict=True)
-            ]  # fmt: skip
+    spec = next(s for s in decoders if s["kind"] == "sampling")
+    # one job per sequence: at batch size 1 a sequence's tree does not depend on the others
+    full = [
+        {"decoder": spec, "n": 1, "expand": None, "head_mass": None, "batch_size": 1,
+         "sequences": [i]}
+        for i in range(len(subset))
+    ]  # fmt: skip
+    approximations = [
+        {"decoder": spec, "n": 1, "expand": expand, "head_mass": head_mass,
+         "batch_size": isp["batch_size"], "sequences": list(range(len(subset)))}
+        for expand in sorted({1, 4, isp["expand"], isp["sampling_expand"]})
+        for head_mass in (None, isp["sampling_head_mass"])
+    ]  # fmt: skip
+    results = run_jobs("exact", full + approximations)
+    truth = np.concatenate([r.approx for r in results[: len(full)]])
+    bounds = np.concatenate([r.bound for r in results[: len(full)]])
+    require(bool((bounds < 1e-6).all()), "s1_isp: the full-vocabulary expansion left a bound")
+    for job, approx in zip(approximations, results[len(full) :], strict=True):
+        exact_rows += [
+            {"seq_id": e["seq_id"], "decoder": spec["name"], "n": 1, "expand": job["expand"],
+             "head_mass": job["head_mass"], "approx": a, "bound": b, "exact": x}
+            for e, a, b, x in zip(subset, approx.approx, approx.bound, truth, strict=True)
+        ]  # fmt: skip
 exact = pd.DataFrame(
     exact_rows,
     columns=["seq_id", "decoder", "n", "expand", "head_mass", "approx", "bound", "exact"],

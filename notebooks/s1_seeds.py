@@ -7,8 +7,9 @@
 # decoders and prefix lengths, in the same teacher-forced pass. One row per run x model x
 # sequence x prefix length x decoder (esp.parquet) and per suffix position at the full prefix
 # (tp.parquet); `run` 1.. numbers the retrained runs (data/family itself is run 0).
-# With pretrained models (s1.scores.models a list) there is no training run to repeat: the
-# tables stay empty and the claims say so.
+# Members score `workers` at a time, one process and one thread each, one checkpoint unit per
+# member: no number depends on `workers`. With pretrained models (s1.scores.models a list)
+# there is no training run to repeat: the tables stay empty and the claims say so.
 
 # %% tags=["parameters"]
 decoders = [
@@ -25,15 +26,18 @@ prefix_lengths = [10, 30, 50]
 batch_size = 16
 device = "cpu"
 dtype = "float32"
+workers = 1
 
 # %%
-import pandas as pd
-import torch
+from functools import partial
 
-from privleak import models as registry
+import pandas as pd
+
 from privleak.errors import require
-from privleak.metrics import sequence as seq
+from privleak.metrics.run_scores import score_member
 from privleak.pipeline import checkpoint, paths
+from privleak.pipeline.params import profile_key
+from privleak.pipeline.workers import check_workers
 from privleak.training import family as fam
 
 OUT = paths.INTERIM / "s1" / "seeds"
@@ -41,7 +45,6 @@ OUT.mkdir(parents=True, exist_ok=True)
 RUNS = paths.DATA / "family_seeds"
 CORPUS = paths.RAW / "pretrain.jsonl"
 store = checkpoint.open_stage("s1_seeds", globals())
-transforms = seq.decoder_table(decoders)
 lengths = sorted(set(prefix_lengths) | {prefix_tokens})
 sequences = pd.read_parquet(paths.INTERIM / "s1" / "scores" / "sequences.parquet")
 sequences = [
@@ -52,39 +55,35 @@ run_dirs = sorted(RUNS.glob("run*/"), key=lambda d: int(d.name.removeprefix("run
 if models != "family":
     run_dirs = []  # pretrained models: nothing was trained here
 print(f"{len(run_dirs)} retrained runs x {len(sequences)} sequences")
-torch.set_num_threads(1)  # tiny models: one thread beats two on shared cores
 
 # %%
 primary = fam.read_manifest(paths.DATA / "family")
-esp_rows, tp_rows = [], []
+jobs = []
 for run_dir in run_dirs:
-    run = int(run_dir.name.removeprefix("run"))
     manifest = fam.check_family(run_dir, CORPUS)
     require(
         manifest["tokenizer_sha256"] == primary["tokenizer_sha256"],
         f"{run_dir} was trained with another tokenizer than data/family; rerun train_family_seeds",
     )
-    for rank, member in enumerate(fam.member_dirs(run_dir)):
-        model, tokenizer = registry.load(str(member), device=device, dtype=dtype)
-        fam.check_family(run_dir, CORPUS, tokenizer)
-        run_esp, run_tp = seq.prefix_length_rows(
-            model,
-            sequences,
-            lengths,
-            transforms,
-            model_fields={
-                "run": run,
-                "model": member.name,
-                "model_rank": rank,
-                "parameters": sum(p.numel() for p in model.parameters()),
-            },
-            tp_prefix_len=prefix_tokens,
-            batch_size=batch_size,
-            pad_id=tokenizer.pad_token_id,
-            cache=store.cache("scores", run, member.name),
-        )
-        esp_rows += run_esp
-        tp_rows += run_tp
+    run = int(run_dir.name.removeprefix("run"))
+    jobs += [
+        {"run": run, "rank": rank, "member": str(member)}
+        for rank, member in enumerate(fam.member_dirs(run_dir))
+    ]
+score = partial(
+    score_member, sequences=sequences, prefix_lengths=lengths, decoders=decoders,
+    tp_prefix_len=prefix_tokens, batch_size=batch_size, corpus=CORPUS, device=device, dtype=dtype,
+)  # fmt: skip
+scored = store.map(
+    "scores",
+    jobs,
+    score,
+    key=lambda job: (job["run"], job["rank"]),
+    workers=check_workers(workers, profile_key("s1.workers")),
+    priority=lambda job: job["rank"],  # larger members last longer
+)
+esp_rows = [row for esp, _ in scored for row in esp]
+tp_rows = [row for _, tp in scored for row in tp]
 print(store.summary())
 
 

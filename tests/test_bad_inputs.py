@@ -383,6 +383,7 @@ CASES = {
         0,
         "s1.smoke.public.per_family = 0: must be null or an integer >= 1",
     ),
+    "workers_zero": Case("s1.smoke.workers", 0, "s1.smoke.workers = 0: must be an integer >= 1"),
     "x_check_beyond_x_max": Case(
         "s1.smoke.render.x_check", 200, "s1.smoke.render.x_check = 200: must be <= x_max (100)"
     ),

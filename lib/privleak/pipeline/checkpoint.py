@@ -193,6 +193,7 @@ class StageStore:
         compute: Callable[[Any], T],
         key: Callable[[Any], Hashable] = lambda item: item,
         workers: int | None = None,
+        priority: Callable[[Any], float] | None = None,
     ) -> list[T]:
         """[compute(item) for item in items], each item one unit keyed (name, key(item)), with a
         progress bar (stderr: the executed notebook shows it).
@@ -200,7 +201,7 @@ class StageStore:
         workers: None computes the missing units here, as this process is set up; an integer
         computes them as `privleak.pipeline.workers.completed` runs jobs (1: here, one thread;
         more: that many processes of one thread each, and `compute` must be importable), each
-        unit saved as soon as it finishes.
+        unit saved as soon as it finishes; `priority` orders the processes' jobs (`completed`).
         """
         items = list(items)
         bar = tqdm(total=len(items), desc=f"{self.stage} {name}", mininterval=5)
@@ -222,7 +223,7 @@ class StageStore:
                 bar.update()
         missing = [index for index in range(len(items)) if index not in results]
         jobs = [items[index] for index in missing]
-        for position, value in completed(compute, jobs, workers=workers):
+        for position, value in completed(compute, jobs, workers=workers, priority=priority):
             index = missing[position]
             self._save((name, key(items[index])), value)
             self.computed[name] += 1

@@ -156,6 +156,7 @@ class S1(Strict):
     isp: Isp
     public: Public
     render: Render
+    workers: Annotated[int, COUNT] = 1  # family jobs at once (n-ISP, runs), one process each
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
