@@ -5,14 +5,38 @@ write, fd-level writes included, to the notebook): at startup and at teardown, w
 abort on a socket the runner's SIGTERM closed mid-poll. Those lines are about the kernel's
 messaging, not the stage, and would break the runner's one-line contract on stderr; they go to
 .privleak/kernels/<stage>.log instead.
+
+With PRIVLEAK_PROFILE_DIR set, a py-spy sampler follows the kernel and the worker processes it
+starts and writes their collapsed stacks to <dir>/<stage>.txt when the kernel exits
+(`benchmarks/profile_stages.py` sums them by kind of work). The sampler runs in its own session,
+outside the runner's process tree, so stopping the stage's processes never cuts its file short.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import typing as t
+from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
+
+PROFILE_ENV = "PRIVLEAK_PROFILE_DIR"
+PROFILE_RATE_HZ = 20
+
+
+def profiler_command(pid: int, output: Path) -> list[str]:
+    """The py-spy command that samples process `pid` and its children (no pausing of the target)
+    until it exits, writing collapsed stacks to `output`."""
+    pyspy = shutil.which("py-spy")
+    if pyspy is None:
+        raise RuntimeError(f"{PROFILE_ENV} is set but py-spy is not installed (pip install py-spy)")
+    return [
+        pyspy, "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+        "--rate", str(PROFILE_RATE_HZ), "--format", "raw", "--output", str(output),
+    ]  # fmt: skip
 
 
 class LoggedKernelManager(AsyncKernelManager):
@@ -28,3 +52,10 @@ class LoggedKernelManager(AsyncKernelManager):
         with open(self.output_file, "wb") as output:
             redirected = {**kw, "stdout": output, "stderr": output}
             await super()._async_launch_kernel(kernel_cmd, **redirected)
+        profile_dir = os.environ.get(PROFILE_ENV)
+        if profile_dir:
+            Path(profile_dir).mkdir(parents=True, exist_ok=True)
+            stage = Path(self.output_file).stem
+            command = profiler_command(self.provisioner.pid, Path(profile_dir) / f"{stage}.txt")
+            with open(Path(profile_dir) / f"{stage}.log", "wb") as log:
+                subprocess.Popen(["setsid", "-f", *command], stdout=log, stderr=log)

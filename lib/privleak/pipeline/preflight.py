@@ -18,7 +18,9 @@ and the exit status is 2 (0 and a short summary when everything is in place):
 dvc.yaml's first stage runs it with `--record data/preflight.txt` whenever params.yaml or a
 corpus under data/external changes, and every stage that starts the DAG depends on that file: a
 bare `dvc repro` stops here, before DVC removes any other stage's outputs. The file's text never
-changes, so a passing preflight reruns nothing downstream.
+changes, so a passing preflight reruns nothing downstream. With --record it also writes each
+corpus reader's fingerprint file, data/corpora/<stage>.txt (privleak.pipeline.corpora): the
+readers depend on those, not on the folder, so a corpus file no slot names reruns nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from privleak.data.medical import CORPUS_FIELDS
 from privleak.data.records import read_sequences
 from privleak.errors import PrivleakError, require
 from privleak.mia import texts as mia_texts
+from privleak.pipeline import corpora, paths
 from privleak.pipeline import params as params_module
-from privleak.pipeline import paths
 from privleak.pipeline.schema import FAMILY_DIR
 from privleak.pipeline.schema.s3 import S3_CORPUS_FIELDS
 from privleak.vector_store import TFIDF
@@ -409,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.record is not None:
             args.record.parent.mkdir(parents=True, exist_ok=True)
             args.record.write_text(RECORD_TEXT)
+            corpora.write_fingerprints(params, paths.ROOT)
     except PrivleakError as error:
         print(f"privleak: preflight: {error}", file=sys.stderr)
         return 2

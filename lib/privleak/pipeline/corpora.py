@@ -1,0 +1,77 @@
+"""Which user corpus files each corpus-reading stage reads, as content fingerprints.
+
+A stage that read the whole folder data/external/corpora would rerun whenever any file in it
+changed, a file its profile never names included. Instead the preflight stage writes, for each
+reader, data/corpora/<stage>.txt: one line `<params key> <path> <sha256>` per `file:` corpus that
+the stage's slots name under the active profile (or one line saying there is none). The readers
+depend on their own fingerprint file, so a file no slot names changes no fingerprint, and an edit
+to a named file changes exactly its readers' fingerprints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+FINGERPRINT_DIR = Path("data") / "corpora"
+NO_FILE = "no file: corpus\n"
+READERS = ("prepare_data", "s2_index", "s3_prepare", "s4_retrieve")
+
+
+def _block(params: dict, group: str, profile: str) -> dict:
+    block = params.get(group, {})
+    block = block.get(profile) if isinstance(block, dict) else None
+    return block if isinstance(block, dict) else {}
+
+
+def _specs(params: dict, stage: str, profile: str) -> Iterator[tuple[str, Any]]:
+    """(params key, slot spec) of every corpus slot that `stage` reads."""
+    if stage == "prepare_data":
+        for slot, spec in _block(params, "data", profile).items():
+            yield f"data.{profile}.{slot}", spec
+    elif stage == "s2_index":
+        for name, spec in (_block(params, "s2", profile).get("corpora") or {}).items():
+            yield f"s2.{profile}.corpora.{name}", spec
+    elif stage == "s3_prepare":
+        s3 = _block(params, "s3", profile)
+        yield f"s3.{profile}.corpus", s3.get("corpus")
+        yield f"s3.{profile}.classifier.public", (s3.get("classifier") or {}).get("public")
+    elif stage == "s4_retrieve":
+        yield f"s4.{profile}.corpus", _block(params, "s4", profile).get("corpus")
+
+
+def named_files(params: dict, stage: str) -> list[tuple[str, Path]]:
+    """(params key, path) of each `file:` corpus that `stage` reads under params['profile']."""
+    files = []
+    for key, spec in _specs(params, stage, params["profile"]):
+        source = spec.get("source") if isinstance(spec, dict) else None
+        if isinstance(source, str) and source.startswith("file:"):
+            files.append((key, Path(source.removeprefix("file:"))))
+    return files
+
+
+def fingerprint(params: dict, stage: str, root: Path) -> str:
+    """The text of data/corpora/<stage>.txt: `<key> <path> <sha256 of its bytes>` per named
+    file (paths relative to root), or NO_FILE."""
+    lines = [
+        f"{key} {path.as_posix()} {hashlib.sha256((root / path).read_bytes()).hexdigest()}\n"
+        for key, path in named_files(params, stage)
+    ]
+    return "".join(lines) or NO_FILE
+
+
+def write_fingerprints(params: dict, root: Path) -> list[Path]:
+    """Write every reader's fingerprint file under root; a file whose text is unchanged is left
+    untouched. Returns the paths written or kept, in READERS order."""
+    folder = root / FINGERPRINT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stage in READERS:
+        path = folder / f"{stage}.txt"
+        text = fingerprint(params, stage, root)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        written.append(path)
+    return written
