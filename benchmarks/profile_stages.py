@@ -8,8 +8,9 @@ DIR/<stage>.txt per stage run, the kernel and its worker processes), then
 Each sample is filed under the first kind, in the order below, that one of its frames matches:
 imports, backward, optimizer, forward, tokenization, I/O (model and table loading and saving,
 Chroma), sampling (privleak's decoding loops outside the model's forward), else other Python.
-Samples are CPU time: idle threads are not sampled, so the shares are of work done, summed over
-the stage's processes, not of its wall time.
+py-spy samples Python threads only, and only while they run (idle threads are skipped): torch's
+OpenMP threads are not counted, so a one-process stage shows about its wall time and a stage on
+two worker processes about twice it. The shares are of the work its Python threads did.
 """
 
 from __future__ import annotations
@@ -24,10 +25,7 @@ KINDS: tuple[tuple[str, re.Pattern], ...] = (
     ("imports", re.compile(r"_find_and_load|<frozen importlib")),
     ("backward", re.compile(r"torch/_tensor\.py:\d+\)$|torch/autograd/|opacus/grad_sample")),
     ("optimizer", re.compile(r"torch/optim/|clip_grad|opacus/optimizers|opacus/accountants")),
-    (
-        "forward",
-        re.compile(r"^(forward|_call_impl|_wrapped_call_impl) \(.*(torch/nn|transformers)"),
-    ),
+    ("forward", re.compile(r"(^|\.)forward \((torch|transformers|sentence_transformers)/")),
     ("tokenization", re.compile(r"tokenizers|tokenization_utils|/tokenizer\w*\.py")),
     (
         "I/O",
@@ -77,8 +75,8 @@ def summarise(path: Path) -> tuple[Counter, Counter]:
 
 
 def table(directory: Path, top: int) -> str:
-    """A markdown table: per stage, CPU seconds sampled and the share of each kind, plus its
-    `top` innermost frames; the largest stages first."""
+    """A markdown table: per stage, Python-thread seconds sampled and the share of each kind,
+    then its heaviest innermost frames; the `top` largest stages, largest first."""
     from privleak.pipeline.kernel import PROFILE_RATE_HZ
 
     rows = []
@@ -90,7 +88,7 @@ def table(directory: Path, top: int) -> str:
     rows.sort(key=lambda row: -row[1])
     names = [kind for kind, _ in KINDS] + [OTHER]
     lines = [
-        "| stage | CPU s sampled | " + " | ".join(names) + " |",
+        "| stage | Python-thread s sampled | " + " | ".join(names) + " |",
         "|---|---:|" + "---:|" * len(names),
     ]
     details = []

@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/timed_run.py --profile embedded -- dvc repro -f
 
 runs the command (its output passes through), reads the stage runner's `stage <name>: <s> s`
-lines, and appends to benchmarks/runs.csv one row: date, commit (with `+dirty` when the tree has
-uncommitted changes), CPU model, cores, profile, wall_s, stage_s (the sum of the stages' own
-times), stages (how many ran) and the command. The stage times go to
-benchmarks/runs/<date>-<commit>-<profile>.csv. Nothing is recorded when the command fails.
+lines, and appends to benchmarks/runs.csv one row: date (the start, UTC), commit (with `+dirty`
+when the tree has uncommitted changes), CPU model (and whether it exposes AMX), cores, profile,
+wall_s, stage_s (the sum of the stages' own times), stages (how many ran) and the command. The
+stage times go to benchmarks/runs/<date>-<commit>-<profile>.csv. Nothing is recorded when the
+command fails.
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ def stage_times(lines: list[str]) -> dict[str, float]:
 
 
 def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+    """The CPU's model name and whether it exposes AMX: the embedded profile's bfloat16 LMs run
+    about 2.5x slower without it (benchmarks/README.md)."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                "unknown")  # fmt: skip
+    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    return f"{name} ({'AMX' if 'amx_bf16' in flags else 'no AMX'})"
 
 
 def commit() -> str:
@@ -71,6 +75,7 @@ def main() -> None:
     if not command:
         raise SystemExit("timed_run: give the command to time after --, e.g. -- dvc repro -f")
     revision = commit()
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M")  # the run's start
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -82,7 +87,6 @@ def main() -> None:
     if status != 0:
         raise SystemExit(f"timed_run: {' '.join(command)} exited {status}; nothing recorded")
     times = stage_times(lines)
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M")
     append_row({
         "date": date, "commit": revision, "cpu": cpu_model(), "cores": os.cpu_count(),
         "profile": args.profile, "wall_s": f"{wall:.0f}", "stage_s": f"{sum(times.values()):.0f}",

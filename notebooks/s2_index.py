@@ -65,6 +65,7 @@ from privleak.rag_attack import attack_prompts
 from privleak.vector_store import (
     SentenceEmbedding,
     build_collection,
+    export_store,
     make_scorer,
     open_collection,
     query,
@@ -73,10 +74,13 @@ from privleak.vector_store import (
 
 OUT = paths.INTERIM / "s2" / "index"
 OUT.mkdir(parents=True, exist_ok=True)
-# The store is its own output: Chroma's files are not byte-stable between runs, and s2_generate
-# reads only the tables, so rebuilding the store does not rerun generation.
+# The store is its own output, in the byte-stable form `export_store` writes (the vectors and
+# each collection's settings): Chroma's own files hold random ids and timestamps, so they are
+# built in a scratch folder and `vector_store.restore_store` rebuilds them from the export.
 STORE = paths.INTERIM / "s2" / "store"
-shutil.rmtree(STORE, ignore_errors=True)  # a fresh store: DVC owns the folder
+SCRATCH = paths.ROOT / ".privleak" / "scratch" / "s2_store"
+for folder in (STORE, SCRATCH):
+    shutil.rmtree(folder, ignore_errors=True)  # fresh: DVC owns STORE, SCRATCH is this run's
 missing = [name for name in corpora if name not in styles]
 require(not missing, f"s2.styles has no attack style for corpus '{missing[0] if missing else ''}'")
 
@@ -98,9 +102,9 @@ for name, spec in corpora.items():
         records, read_jsonl(planted) if planted.exists() else [], chunk_words
     )
     chunks[name], secrets[name] = pd.DataFrame(chunk_rows), pd.DataFrame(secret_rows)
-    build_collection(STORE, name, list(chunks[name]["id"]), list(chunks[name]["text"]), embedding)
+    build_collection(SCRATCH, name, list(chunks[name]["id"]), list(chunks[name]["text"]), embedding)
     # Reopen as a user would: the stored embedding function and dimension are checked.
-    collections[name] = open_collection(STORE, name, embedder, len(embedding(["probe"])[0]))
+    collections[name] = open_collection(SCRATCH, name, embedder, len(embedding(["probe"])[0]))
     print(f"{name}: {len(records)} documents, {len(chunk_rows)} chunks, "
           f"{len(secret_rows)} planted secrets")  # fmt: skip
 
@@ -147,6 +151,8 @@ planted = {name: frame for name, frame in secrets.items() if not frame.empty}
     else pd.DataFrame({"corpus": pd.Series(dtype=str)})
 ).to_parquet(OUT / "secrets.parquet", index=False)
 prompts.to_parquet(OUT / "prompts.parquet", index=False)
+export_store(STORE, collections)
+shutil.rmtree(SCRATCH)
 (OUT / "setup.json").write_text(json.dumps({"embedder": embedder,
                                             "reranker": retrieval["reranker"]}) + "\n")  # fmt: skip
 prompts.groupby("corpus").size()

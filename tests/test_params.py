@@ -132,6 +132,7 @@ def test_the_preflight_stage_starts_every_path_of_the_dag():
         assert "data/preflight.txt" in DEFINED[stage]["deps"], stage
     assert DEFINED["preflight"]["cmd"].startswith("scripts/python -m privleak.pipeline.preflight")
     assert DEFINED["preflight"]["outs"] == [
-        {"data/preflight.txt": {"cache": False, "persist": True}}
+        {"data/preflight.txt": {"cache": False, "persist": True}},
+        {"data/corpora": {"cache": False, "persist": True}},  # the corpus readers' fingerprints
     ]
     assert "params.yaml" in DEFINED["preflight"]["deps"]

@@ -1,4 +1,5 @@
-"""S2's Chroma store: build, persist, reopen (with checks), L2 query order and reranking."""
+"""S2's Chroma store: build, persist, reopen (with checks), export and restore (byte-stable), L2
+query order and reranking."""
 
 from __future__ import annotations
 
@@ -220,6 +221,45 @@ def test_minilm_store_persists_and_reopens_offline(tmp_path):
     results = vector_store.query(collection, queries, k=3)
     assert [hits[0]["id"] for hits in results] == ["d2", "d4"]
     assert_matches_brute_force(results, queries, texts, function.encoder)
+
+
+def test_two_builds_of_a_store_export_the_same_bytes(tmp_path):
+    texts = corpus(60)
+    exports = []
+    for build in ("first", "second"):
+        collection = build_hashed(tmp_path / build, texts)
+        vector_store.export_store(tmp_path / f"{build}-export", {"docs": collection})
+        SharedSystemClient.clear_system_cache()
+        exports.append(tmp_path / f"{build}-export")
+    chroma_files = [sorted(p.name for p in (tmp_path / b).iterdir()) for b in ("first", "second")]
+    assert chroma_files[0] != chroma_files[1]  # Chroma's own folders are named at random
+    for file in (vector_store.VECTORS_FILE, vector_store.STORE_FILE):
+        assert (exports[0] / file).read_bytes() == (exports[1] / file).read_bytes()
+
+
+def test_a_restored_store_answers_as_the_built_one(tmp_path):
+    texts = corpus(80, seed=3)
+    built = build_hashed(tmp_path / "built", texts)
+    queries = ["fever cough", "joint swelling", "sore throat rash"]
+
+    # Every document for every query: ties may come in another order, distances may not differ.
+    def distances(collection):
+        hits = vector_store.query(collection, queries, k=len(texts))
+        return [{hit["id"]: round(hit["distance"], 5) for hit in row} for row in hits]
+
+    expected = distances(built)
+    vector_store.export_store(tmp_path / "export", {"docs": built})
+    SharedSystemClient.clear_system_cache()
+    restored = vector_store.restore_store(tmp_path / "export", tmp_path / "restored")
+    assert distances(restored["docs"]) == expected
+    SharedSystemClient.clear_system_cache()
+    reopened = vector_store.open_collection(tmp_path / "restored", "docs", "hashed-16", 16)
+    assert reopened.count() == len(texts)
+
+
+def test_restore_without_an_export_is_one_line(tmp_path):
+    with pytest.raises(PrivleakError, match="has no vectors.parquet; run stage s2_index"):
+        vector_store.restore_store(tmp_path, tmp_path / "store")
 
 
 def test_rerank_sorts_descending_and_keeps_top_n():

@@ -6,6 +6,9 @@ the bge-reranker-large cross-encoder. Here:
   Chroma so a reopened collection rebuilds it from its stored config (embedder name, device, batch
   size) and never downloads anything. Chroma's default (an ONNX MiniLM it downloads) is never used:
   every collection is created and opened with an explicit embedding function.
+- `export_store` writes collections as a byte-stable parquet of their vectors and a JSON of their
+  settings (Chroma's own files hold random ids and timestamps, so two builds of the same store
+  differ); `restore_store` builds a Chroma store from that export without embedding again.
 - `rerank` orders candidates by a scorer, best first. The paper profile's scorer wraps a
   sentence-transformers cross-encoder; the embedded profile has no cross-encoder shipped in a
   wheel, so TF-IDF cosine similarity stands in for it.
@@ -13,11 +16,13 @@ the bge-reranker-large cross-encoder. Here:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import (
     known_embedding_functions,
@@ -32,6 +37,8 @@ from privleak.retrieval import embed
 _COLLECTION_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9._-]{1,510})[a-zA-Z0-9]$")
 RESERVED_FIELDS = ("id", "text", "distance", "rerank_score")
 TFIDF = "tfidf"
+VECTORS_FILE = "vectors.parquet"  # export_store's byte-stable form of a store
+STORE_FILE = "store.json"
 
 Scorer = Callable[[str, Sequence[str]], np.ndarray]
 
@@ -237,6 +244,63 @@ def query(collection, texts: Sequence[str], k: int) -> list[list[dict]]:
             found["ids"], found["documents"], found["distances"], found["metadatas"], strict=True
         )
     ]
+
+
+def export_store(folder: str | Path, collections: dict) -> None:
+    """Write the collections {name: Chroma collection} to `folder` in a portable form that is the
+    same bytes whenever the same texts are embedded the same way (Chroma's own files hold random
+    ids and timestamps): VECTORS_FILE, one row {collection, id, text, embedding (float32)} per
+    document, sorted by collection and id, and STORE_FILE, each collection's distance space and
+    embedding-function config. `restore_store` builds a Chroma store from it."""
+    frames, setup = [], {}
+    for name, collection in sorted(collections.items()):
+        stored = collection.get(include=["documents", "embeddings"])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "collection": name,
+                    "id": stored["ids"],
+                    "text": stored["documents"],
+                    "embedding": [np.asarray(e, dtype=np.float32) for e in stored["embeddings"]],
+                }
+            ).sort_values("id", kind="stable")
+        )
+        setup[name] = {
+            "space": collection.configuration_json["hnsw"]["space"],
+            "embedding_function": collection.configuration_json["embedding_function"],
+        }
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    pd.concat(frames, ignore_index=True).to_parquet(Path(folder) / VECTORS_FILE, index=False)
+    (Path(folder) / STORE_FILE).write_text(json.dumps(setup, indent=2, sort_keys=True) + "\n")
+
+
+def restore_store(folder: str | Path, path: str | Path) -> dict:
+    """The exported store at `folder` as Chroma collections {name: collection} in a persistent
+    store at `path`, holding the exported vectors (nothing is embedded again) under each
+    collection's stored embedding function, which queries use."""
+    for file in (VECTORS_FILE, STORE_FILE):
+        require((Path(folder) / file).exists(), f"{folder} has no {file}; run stage s2_index")
+    setup = json.loads((Path(folder) / STORE_FILE).read_text())
+    vectors = pd.read_parquet(Path(folder) / VECTORS_FILE)
+    client = persistent_client(path)
+    restored = {}
+    for name, rows in vectors.groupby("collection", sort=False):
+        stored = setup[name]["embedding_function"]
+        require(_is_ours(stored.get("name")), f"collection '{name}': unknown {_describe(stored)}")
+        function = known_embedding_functions[stored["name"]].build_from_config(stored["config"])
+        if name in {collection.name for collection in client.list_collections()}:
+            client.delete_collection(name)
+        collection = client.create_collection(
+            name, configuration={"hnsw": {"space": setup[name]["space"]}},
+            embedding_function=function,
+        )  # fmt: skip
+        step = client.get_max_batch_size()
+        for start in range(0, len(rows), step):
+            batch = rows.iloc[start : start + step]
+            collection.add(ids=list(batch["id"]), documents=list(batch["text"]),
+                           embeddings=np.stack(batch["embedding"].to_numpy()))  # fmt: skip
+        restored[name] = collection
+    return restored
 
 
 def rerank(query: str, candidates: Sequence[dict], top_n: int, scorer: Scorer) -> list[dict]:
