@@ -23,7 +23,7 @@ from pathlib import Path
 # (kind, pattern on a frame "function (file:line)"), tried in this order on each stack.
 KINDS: tuple[tuple[str, re.Pattern], ...] = (
     ("imports", re.compile(r"_find_and_load|<frozen importlib")),
-    ("backward", re.compile(r"torch/_tensor\.py:\d+\)$|torch/autograd/|opacus/grad_sample")),
+    ("backward", re.compile(r"\.backward \(torch/_tensor\.py|torch/autograd/|opacus/grad_sample")),
     ("optimizer", re.compile(r"torch/optim/|clip_grad|opacus/optimizers|opacus/accountants")),
     ("forward", re.compile(r"(^|\.)forward \((torch|transformers|sentence_transformers)/")),
     ("tokenization", re.compile(r"tokenizers|tokenization_utils|/tokenizer\w*\.py")),

@@ -6,7 +6,7 @@ runs the command (its output passes through), reads the stage runner's `stage <n
 lines, and appends to benchmarks/runs.csv one row: date (the start, UTC), commit (with `+dirty`
 when the tree has uncommitted changes), CPU model (and whether it exposes AMX), cores, profile,
 wall_s, stage_s (the sum of the stages' own times), stages (how many ran) and the command. The
-stage times go to benchmarks/runs/<date>-<commit>-<profile>.csv. Nothing is recorded when the
+stage times go to benchmarks/runs/<start>-<commit>-<profile>.csv. Nothing is recorded when the
 command fails.
 """
 
@@ -92,7 +92,7 @@ def main() -> None:
         "profile": args.profile, "wall_s": f"{wall:.0f}", "stage_s": f"{sum(times.values()):.0f}",
         "stages": len(times), "command": " ".join(command),
     })  # fmt: skip
-    detail = HERE / "runs" / f"{date[:10]}-{revision}-{args.profile}.csv"
+    detail = HERE / "runs" / f"{date.replace(':', '-')}-{revision}-{args.profile}.csv"
     detail.parent.mkdir(exist_ok=True)
     with detail.open("w", newline="") as handle:
         writer = csv.writer(handle)

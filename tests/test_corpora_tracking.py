@@ -142,3 +142,38 @@ def test_editing_a_named_corpus_file_reruns_only_its_reader(tracked_repo):
     _run(tracked_repo, DVC, "repro", "-q")
     after = _runs(tracked_repo)
     assert {name for name in after if after[name] != before[name]} == {"s4_retrieve"}
+
+
+def test_each_reader_fingerprints_exactly_the_local_corpora_its_slots_name(tmp_path):
+    folder = tmp_path / "data/external/corpora"
+    (folder / "dataset").mkdir(parents=True)
+    (folder / "dataset" / "part.arrow").write_bytes(b"rows")
+    for name in ("a", "b", "c", "d", "e"):
+        (folder / f"{name}.jsonl").write_text(f'{{"text": "{name}"}}\n')
+    source = "file:data/external/corpora/{}.jsonl".format
+    params = {
+        "profile": "p",
+        "data": {"p": {"cnn_dm": {"source": source("a")}, "pretrain": {"source": "synthetic:"}}},
+        "s2": {"p": {"corpora": {"enron": {"source": source("b")}}}},
+        "s3": {
+            "p": {
+                "corpus": {"source": source("c")},
+                "classifier": {"public": {"source": source("d")}},
+            }
+        },  # fmt: skip
+        "s4": {"p": {"corpus": {"source": "hf:data/external/corpora/dataset:train"}}},
+    }
+    named = {stage: corpora.named_files(params, stage, tmp_path) for stage in corpora.READERS}
+    assert named == {
+        "prepare_data": [("data.p.cnn_dm", Path("data/external/corpora/a.jsonl"))],
+        "s2_index": [("s2.p.corpora.enron", Path("data/external/corpora/b.jsonl"))],
+        "s3_prepare": [
+            ("s3.p.corpus", Path("data/external/corpora/c.jsonl")),
+            ("s3.p.classifier.public", Path("data/external/corpora/d.jsonl")),
+        ],
+        "s4_retrieve": [("s4.p.corpus", Path("data/external/corpora/dataset"))],
+    }
+    before = corpora.fingerprint(params, "s4_retrieve", tmp_path)
+    (folder / "dataset" / "part.arrow").write_bytes(b"edited rows")
+    assert corpora.fingerprint(params, "s4_retrieve", tmp_path) != before
+    assert corpora.fingerprint(params, "prepare_data", tmp_path).startswith("data.p.cnn_dm ")

@@ -2,8 +2,10 @@
 
 A stage that read the whole folder data/external/corpora would rerun whenever any file in it
 changed, a file its profile never names included. Instead the preflight stage writes, for each
-reader, data/corpora/<stage>.txt: one line `<params key> <path> <sha256>` per `file:` corpus that
-the stage's slots name under the active profile (or one line saying there is none). The readers
+reader, data/corpora/<stage>.txt: one line `<params key> <path> <sha256>` per local corpus (a
+`file:` source or an `hf:` folder) that the stage's slots name under the active profile (or one
+line saying there is none). Preflight must run before a reader for the fingerprint to be current:
+`dvc repro` runs it first; `dvc repro -s <reader>` alone does not. The readers
 depend on their own fingerprint file, so a file no slot names changes no fingerprint, and an edit
 to a named file changes exactly its readers' fingerprints.
 """
@@ -42,22 +44,39 @@ def _specs(params: dict, stage: str, profile: str) -> Iterator[tuple[str, Any]]:
         yield f"s4.{profile}.corpus", _block(params, "s4", profile).get("corpus")
 
 
-def named_files(params: dict, stage: str) -> list[tuple[str, Path]]:
-    """(params key, path) of each `file:` corpus that `stage` reads under params['profile']."""
+def named_files(params: dict, stage: str, root: Path) -> list[tuple[str, Path]]:
+    """(params key, path) of each local corpus that `stage` reads under params['profile']: a
+    `file:` source, or an `hf:` source whose dataset part is a folder under root."""
     files = []
     for key, spec in _specs(params, stage, params["profile"]):
         source = spec.get("source") if isinstance(spec, dict) else None
-        if isinstance(source, str) and source.startswith("file:"):
-            files.append((key, Path(source.removeprefix("file:"))))
+        if not isinstance(source, str):
+            continue
+        scheme, _, rest = source.partition(":")
+        if scheme == "file":
+            files.append((key, Path(rest)))
+        elif scheme == "hf" and (root / rest.split(":")[0]).is_dir():
+            files.append((key, Path(rest.split(":")[0])))
     return files
 
 
+def content_hash(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's files (relative paths and bytes, sorted)."""
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def fingerprint(params: dict, stage: str, root: Path) -> str:
-    """The text of data/corpora/<stage>.txt: `<key> <path> <sha256 of its bytes>` per named
-    file (paths relative to root), or NO_FILE."""
+    """The text of data/corpora/<stage>.txt: `<key> <path> <sha256>` per named local corpus
+    (paths relative to root; a folder's hash covers its files), or NO_FILE."""
     lines = [
-        f"{key} {path.as_posix()} {hashlib.sha256((root / path).read_bytes()).hexdigest()}\n"
-        for key, path in named_files(params, stage)
+        f"{key} {path.as_posix()} {content_hash(root / path)}\n"
+        for key, path in named_files(params, stage, root)
     ]
     return "".join(lines) or NO_FILE
 

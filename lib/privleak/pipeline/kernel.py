@@ -9,7 +9,9 @@ messaging, not the stage, and would break the runner's one-line contract on stde
 With PRIVLEAK_PROFILE_DIR set, a py-spy sampler follows the kernel and the worker processes it
 starts and writes their collapsed stacks to <dir>/<stage>.txt when the kernel exits
 (`benchmarks/profile_stages.py` sums them by kind of work). The sampler runs in its own session,
-outside the runner's process tree, so stopping the stage's processes never cuts its file short.
+outside the runner's process tree, so stopping the stage's processes never cuts its file short;
+nothing waits for it, so the last stage's file may appear a moment after `dvc repro` returns. A
+sampler that cannot attach says why in <dir>/<stage>.log.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ class LoggedKernelManager(AsyncKernelManager):
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: t.Any) -> None:
         # jupyter_client's documented override point for how the kernel process is launched;
         # Popen dups the handle, so it is closed here once the kernel runs.
+        profile_dir = os.environ.get(PROFILE_ENV)
+        if profile_dir:
+            profiler_command(0, Path(profile_dir))  # no py-spy: fail before any kernel starts
         with open(self.output_file, "wb") as output:
             redirected = {**kw, "stdout": output, "stderr": output}
             await super()._async_launch_kernel(kernel_cmd, **redirected)
-        profile_dir = os.environ.get(PROFILE_ENV)
         if profile_dir:
             Path(profile_dir).mkdir(parents=True, exist_ok=True)
             stage = Path(self.output_file).stem
