@@ -17,31 +17,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from privleak.pipeline.params import profile_block
+
 FINGERPRINT_DIR = Path("data") / "corpora"
 NO_FILE = "no file: corpus\n"
 READERS = ("prepare_data", "s2_index", "s3_prepare", "s4_retrieve")
 
 
-def _block(params: dict, group: str, profile: str) -> dict:
-    block = params.get(group, {})
-    block = block.get(profile) if isinstance(block, dict) else None
-    return block if isinstance(block, dict) else {}
-
-
 def _specs(params: dict, stage: str, profile: str) -> Iterator[tuple[str, Any]]:
     """(params key, slot spec) of every corpus slot that `stage` reads."""
     if stage == "prepare_data":
-        for slot, spec in _block(params, "data", profile).items():
+        for slot, spec in profile_block(params, "data", profile).items():
             yield f"data.{profile}.{slot}", spec
     elif stage == "s2_index":
-        for name, spec in (_block(params, "s2", profile).get("corpora") or {}).items():
+        for name, spec in (profile_block(params, "s2", profile).get("corpora") or {}).items():
             yield f"s2.{profile}.corpora.{name}", spec
     elif stage == "s3_prepare":
-        s3 = _block(params, "s3", profile)
+        s3 = profile_block(params, "s3", profile)
         yield f"s3.{profile}.corpus", s3.get("corpus")
         yield f"s3.{profile}.classifier.public", (s3.get("classifier") or {}).get("public")
     elif stage == "s4_retrieve":
-        yield f"s4.{profile}.corpus", _block(params, "s4", profile).get("corpus")
+        yield f"s4.{profile}.corpus", profile_block(params, "s4", profile).get("corpus")
 
 
 def named_files(params: dict, stage: str, root: Path) -> list[tuple[str, Path]]:

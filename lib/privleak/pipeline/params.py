@@ -37,6 +37,13 @@ def load(path: Path | None = None) -> dict[str, Any]:
     return params
 
 
+def profile_block(params: dict[str, Any], group: str, profile: str) -> dict[str, Any]:
+    """params[group][profile] when both are dicts, else {} (a missing group or block)."""
+    block = params.get(group, {})
+    block = block.get(profile) if isinstance(block, dict) else None
+    return block if isinstance(block, dict) else {}
+
+
 def lookup(params: dict[str, Any], dotted: str) -> Any:
     """params['a']['b'] for 'a.b', with a one-line error naming the missing key."""
     node: Any = params

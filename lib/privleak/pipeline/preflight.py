@@ -42,6 +42,7 @@ from privleak.errors import PrivleakError, require
 from privleak.mia import texts as mia_texts
 from privleak.pipeline import corpora, paths
 from privleak.pipeline import params as params_module
+from privleak.pipeline.params import profile_block
 from privleak.pipeline.schema import FAMILY_DIR
 from privleak.pipeline.schema.s3 import S3_CORPUS_FIELDS
 from privleak.vector_store import TFIDF
@@ -50,12 +51,6 @@ HUB_TIMEOUT_S = 5.0
 RECORD_TEXT = "preflight passed\n"  # constant: dependents rerun for their own inputs only
 S2_CORPUS_FIELDS = ("text",)  # what s2_index chunks (privleak.data.chunking.chunk_records)
 _DATASETS_OFFLINE = ("HF_DATASETS_OFFLINE",)
-
-
-def _block(params: dict, group: str, profile: str) -> dict:
-    block = params.get(group, {})
-    block = block.get(profile) if isinstance(block, dict) else None
-    return block if isinstance(block, dict) else {}
 
 
 def _walk_devices(node: Any, key: str) -> Iterator[tuple[str, str]]:
@@ -72,13 +67,13 @@ def device_params(params: dict, profile: str) -> list[tuple[str, str]]:
     """(key, value) of every `device` param of the profile, at any depth of any group."""
     found = []
     for group in params:
-        found += _walk_devices(_block(params, group, profile), f"{group}.{profile}")
+        found += _walk_devices(profile_block(params, group, profile), f"{group}.{profile}")
     return found
 
 
 def trained_base(params: dict, profile: str) -> str | None:
     """The profile's S3 base when train_family builds it (a data/family/<size> folder)."""
-    base = _block(params, "s3", profile).get("base")
+    base = profile_block(params, "s3", profile).get("base")
     if isinstance(base, str) and posixpath.normpath(base).startswith(FAMILY_DIR):
         return base
     return None
@@ -89,9 +84,13 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     `family`, an S3 base under data/family/ (trained in-pipeline) and S2's TF-IDF reranker (no
     model) are left out."""
     p = profile
-    lm = _block(params, "models", p)
-    s0, s1, s3 = _block(params, "s0", p), _block(params, "s1", p), _block(params, "s3", p)
-    s2, s4 = _block(params, "s2", p), _block(params, "s4", p)
+    lm = profile_block(params, "models", p)
+    s0, s1, s3 = (
+        profile_block(params, "s0", p),
+        profile_block(params, "s1", p),
+        profile_block(params, "s3", p),
+    )
+    s2, s4 = profile_block(params, "s2", p), profile_block(params, "s4", p)
     found = [(f"models.{p}.{key}", lm[key], key == "lm") for key in ("lm", "embedder") if key in lm]
     found += [(f"s0.{p}.lms[{i}]", name, True) for i, name in enumerate(s0.get("lms") or [])]
     bertscore = s0.get("bertscore") or {}
@@ -114,7 +113,7 @@ def model_params(params: dict, profile: str) -> list[tuple[str, str, bool]]:
     reranker = (s2.get("retrieval") or {}).get("reranker")
     if reranker is not None and reranker != TFIDF:
         found.append((f"s2.{p}.retrieval.reranker", reranker, False))
-    listed = _block(params, "mia", p).get("models")
+    listed = profile_block(params, "mia", p).get("models")
     if isinstance(listed, list):
         found += [(f"mia.{p}.models[{i}]", name, True) for i, name in enumerate(listed)]
     if "base" in s3 and trained_base(params, p) is None:
@@ -334,24 +333,24 @@ def run(params: dict) -> list[str]:
     naming the param and its value) at the first failing check."""
     profile = params["profile"]
     devices = [check_device(key, value) for key, value in device_params(params, profile)]
-    prepare = list(_block(params, "models", profile).get("prepare") or [])
+    prepare = list(profile_block(params, "models", profile).get("prepare") or [])
     found = [
         check_model(key, name, prepare, strict, profile)
         for key, name, strict in model_params(params, profile)
     ]
-    if (_block(params, "s1", profile).get("scores") or {}).get("models") == "family":
+    if (profile_block(params, "s1", profile).get("scores") or {}).get("models") == "family":
         found.append("family (train_family)")
     if base := trained_base(params, profile):
         found.append(f"{base} (train_family)")
-    slots = _block(params, "data", profile)
+    slots = profile_block(params, "data", profile)
     sources = [
         f"{slot} {check_corpus(f'data.{profile}.{slot}', spec)}" for slot, spec in slots.items()
     ]
-    s2_corpora = _block(params, "s2", profile).get("corpora") or {}
+    s2_corpora = profile_block(params, "s2", profile).get("corpora") or {}
     for name, spec in s2_corpora.items():
         sources.append(f"s2 {name} {check_corpus(f's2.{profile}.corpora.{name}', spec)}")
         check_s2_columns(f"s2.{profile}.corpora.{name}", spec)
-    s3 = _block(params, "s3", profile)
+    s3 = profile_block(params, "s3", profile)
     if s3.get("corpus") is not None:
         sources.append(f"s3 dialogs {check_corpus(f's3.{profile}.corpus', s3['corpus'])}")
         check_s3_columns(f"s3.{profile}.corpus", s3["corpus"])
@@ -360,11 +359,11 @@ def run(params: dict) -> list[str]:
         key = f"s3.{profile}.classifier.public"
         sources.append(f"s3 public dialogs {check_corpus(key, public)}")
         check_s3_columns(key, public)
-    s4_corpus = _block(params, "s4", profile).get("corpus")
+    s4_corpus = profile_block(params, "s4", profile).get("corpus")
     if s4_corpus is not None:
         sources.append(f"s4 corpus {check_corpus(f's4.{profile}.corpus', s4_corpus)}")
         check_s4_columns(f"s4.{profile}.corpus", s4_corpus)
-    sequences = (_block(params, "s1", profile).get("scores") or {}).get("sequences")
+    sequences = (profile_block(params, "s1", profile).get("scores") or {}).get("sequences")
     if isinstance(sequences, str) and sequences.startswith("file:"):
         shown = f"params s1.{profile}.scores.sequences = {sequences!r}"
         _check_readable(shown, Path(sequences.removeprefix("file:")))
@@ -372,7 +371,7 @@ def run(params: dict) -> list[str]:
             read_sequences(sequences)
         except PrivleakError as error:
             raise PrivleakError(f"{shown}: {error}") from None
-    mia = _block(params, "mia", profile)
+    mia = profile_block(params, "mia", profile)
     if str(mia.get("members", "")).startswith("file:"):
         shown = f"params mia.{profile}.members / non_members"
         for key in ("members", "non_members"):
