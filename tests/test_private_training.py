@@ -10,6 +10,7 @@ import pytest
 import torch
 from dp_accounting import dp_event, pld, rdp
 from opacus.accountants.rdp import RDPAccountant
+from opacus.accountants.utils import get_noise_multiplier
 from opacus.grad_sample import GradSampleHooks
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
 
@@ -19,6 +20,7 @@ from privleak.training.private import (
     check_dp_compatible,
     dp_finetune_causal_lm,
     jft_finetune,
+    noise_multiplier,
     per_example_loss,
 )
 from tests.conftest import family_llama
@@ -131,6 +133,24 @@ def test_a_smaller_target_epsilon_gets_more_noise():
     tight = dp_finetune_causal_lm(family_llama(), documents, target_epsilon=1.0, **settings)
     assert tight.noise_multiplier > loose.noise_multiplier
     assert tight.epsilon <= 1.0 + 1e-6 < loose.epsilon
+
+
+def test_the_noise_is_opacus_own_calibration_searched_once_per_setting():
+    opacus = get_noise_multiplier(
+        target_epsilon=3.0, target_delta=1e-5, sample_rate=0.125, epochs=2, accountant="rdp"
+    )
+    noise_multiplier.cache_clear()
+    assert noise_multiplier(3.0, 1e-5, 0.125, epochs=2) == opacus
+    assert noise_multiplier(3.0, 1e-5, 0.125, epochs=2) == opacus
+    assert noise_multiplier.cache_info().hits == 1
+    assert noise_multiplier(3.0, 1e-5, 0.125, steps=16) == opacus  # 2 epochs of 8 steps
+    # and a fine-tune uses it: the noise make_private_with_epsilon would have calibrated
+    documents = CORPUS[:16]
+    run = dp_finetune_causal_lm(family_llama(), documents, target_epsilon=3.0, **DP)
+    rate, epochs = run.sample_rate, DP["epochs"]
+    assert run.noise_multiplier == get_noise_multiplier(
+        target_epsilon=3.0, target_delta=DP["delta"], sample_rate=rate, epochs=epochs
+    )
 
 
 def test_same_seed_same_run_and_empty_poisson_batches_take_a_noise_step():

@@ -2,7 +2,8 @@
 target, and Just Fine-tune Twice (Shi et al. 2022b) for its JFT target.
 
 DP-SGD here: Poisson-sampled batches (Opacus' DPDataLoader), per-example gradients clipped to
-max_grad_norm, Gaussian noise calibrated by `PrivacyEngine.make_private_with_epsilon` to reach
+max_grad_norm, Gaussian noise calibrated as `PrivacyEngine.make_private_with_epsilon` calibrates
+it (Opacus' `get_noise_multiplier` over all epochs, memoized: `noise_multiplier`) to reach
 target_epsilon at delta after all epochs, then AdamW. The example, the unit DP protects, is one
 document (a dialog): a document longer than seq_len is refused rather than cut into chunks that
 would each count as a unit. Its loss is the mean next-token loss over its own real tokens, so
@@ -27,6 +28,7 @@ Per-example gradients use Opacus' hooks mode, checked for the tiny Llama family 
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -38,6 +40,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from opacus import PrivacyEngine
+from opacus.accountants.utils import get_noise_multiplier
 from opacus.grad_sample import GradSampleHooks
 from opacus.utils.module_utils import trainable_modules
 from opacus.validators import ModuleValidator
@@ -163,6 +166,29 @@ def check_dp_compatible(model) -> None:
     with benign_warnings_silenced():
         problem = _probe_per_example_gradients(model)
     require(problem is None, f"model is not DP-compatible: {problem}")
+
+
+@functools.lru_cache(maxsize=64)
+def noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    sample_rate: float,
+    *,
+    epochs: int | None = None,
+    steps: int | None = None,
+) -> float:
+    """Opacus' `get_noise_multiplier` (RDP, its default tolerance) for `epochs` passes or `steps`
+    steps at sample_rate: the noise std, in units of max_grad_norm, that spends target_epsilon at
+    delta. Memoized per process: each search evaluates the RDP of ~15 noise levels at 150 orders
+    (seconds of Python), and a stage's training runs repeat the same few settings."""
+    return get_noise_multiplier(
+        target_epsilon=target_epsilon,
+        target_delta=delta,
+        sample_rate=sample_rate,
+        epochs=epochs,
+        steps=steps,
+        accountant=ACCOUNTANT,
+    )
 
 
 @contextmanager
@@ -295,13 +321,13 @@ def dp_finetune_causal_lm(
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=weight_decay)
     with benign_warnings_silenced(), reachable_budget(target_epsilon, delta):
         engine = PrivacyEngine(accountant=ACCOUNTANT)
-        hooks, dp_optimiser, dp_loader = engine.make_private_with_epsilon(
+        # make_private_with_epsilon's calibration, with the search memoized
+        sigma = noise_multiplier(target_epsilon, delta, 1 / len(loader), epochs=epochs)
+        hooks, dp_optimiser, dp_loader = engine.make_private(
             module=model,
             optimizer=optimiser,
             data_loader=loader,
-            target_epsilon=target_epsilon,
-            target_delta=delta,
-            epochs=epochs,
+            noise_multiplier=sigma,
             max_grad_norm=max_grad_norm,
             poisson_sampling=True,
             noise_generator=torch.Generator(device=model.device).manual_seed(seed),

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from opacus import PrivacyEngine
-from opacus.accountants.utils import get_noise_multiplier
 
 from privleak.errors import require
 from privleak.training.finetune import (
@@ -53,6 +52,7 @@ from privleak.training.private import (
     check_privacy_params,
     dp_step,
     dp_units,
+    noise_multiplier,
     reachable_budget,
     unit_loader,
 )
@@ -280,12 +280,8 @@ def private_schedule_finetune(
     loader = unit_loader(rows, batch_size=private["batch_size"], pad_id=pad_id, seed=seed)
     sample_rate = 1 / len(loader)
     with reachable_budget(private["target_epsilon"], private["delta"]):
-        sigma = get_noise_multiplier(  # as if all T steps were DP, as the official code sets it
-            target_epsilon=private["target_epsilon"],
-            target_delta=private["delta"],
-            sample_rate=sample_rate,
-            steps=len(batches),
-            accountant=ACCOUNTANT,
+        sigma = noise_multiplier(  # as if all T steps were DP, as the official code sets it
+            private["target_epsilon"], private["delta"], sample_rate, steps=len(batches)
         )
     losses, dp_tokens, dp_seconds = [], 0, 0.0
     with benign_warnings_silenced():
