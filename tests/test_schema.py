@@ -112,10 +112,13 @@ def test_no_pipeline_module_is_part_of_an_import_cycle():
                 pending.extend(imported_modules(module_file(name).read_text()))
 
 
-def test_load_is_fast():
+def test_load_imports_no_numerical_library():
+    # The stage runner and preflight load params before any stage work: they stay light (~0.2 s)
+    # because loading imports only yaml and pydantic, not torch, transformers, pandas or numpy.
     code = (
-        "import time; t = time.perf_counter(); from privleak.pipeline import params; "
-        "params.load(); print(time.perf_counter() - t)"
+        "import sys; from privleak.pipeline import params; params.load(); "
+        "print(' '.join(m for m in ('torch', 'transformers', 'pandas', 'numpy', 'scipy') "
+        "if m in sys.modules))"
     )
     env_lib = str(paths.ROOT / "lib")
     result = subprocess.run(
@@ -126,8 +129,7 @@ def test_load_is_fast():
         text=True,
         check=True,
     )
-    # ~0.2 s of CPU on a quiet machine; generous for a shared one.
-    assert float(result.stdout) < 1.5
+    assert result.stdout.split() == []
 
 
 @pytest.mark.parametrize(
