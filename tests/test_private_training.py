@@ -145,11 +145,10 @@ def test_the_noise_is_opacus_own_calibration_searched_once_per_setting():
     assert noise_multiplier.cache_info().hits == 1
     assert noise_multiplier(3.0, 1e-5, 0.125, steps=16) == opacus  # 2 epochs of 8 steps
     # and a fine-tune uses it: the noise make_private_with_epsilon would have calibrated
-    documents = CORPUS[:16]
-    run = dp_finetune_causal_lm(family_llama(), documents, target_epsilon=3.0, **DP)
-    rate, epochs = run.sample_rate, DP["epochs"]
+    settings = DP | {"epochs": 1}
+    run = dp_finetune_causal_lm(family_llama(), CORPUS[:16], target_epsilon=3.0, **settings)
     assert run.noise_multiplier == get_noise_multiplier(
-        target_epsilon=3.0, target_delta=DP["delta"], sample_rate=rate, epochs=epochs
+        target_epsilon=3.0, target_delta=DP["delta"], sample_rate=run.sample_rate, epochs=1
     )
 
 
