@@ -136,6 +136,26 @@ def test_success_writes_outputs_and_reports_and_prints_only_its_timing(tmp_path)
     assert not (tmp_path / "notebooks" / "toy.ipynb").exists()
 
 
+def test_the_kernel_listens_on_private_unix_sockets_removed_after_the_run(tmp_path):
+    """TCP ports picked by one runner can be taken by a stage starting beside it before its
+    kernel binds them; Unix sockets in the run's own 0700 directory cannot be."""
+    toy_project(
+        tmp_path,
+        """\
+        from ipykernel.connect import get_connection_info
+        info = get_connection_info(unpack=True)
+        socket_dir = os.path.dirname(info["ip"])
+        mode = os.stat(socket_dir).st_mode & 0o777
+        pathlib.Path("out").write_text(json.dumps([info["transport"], socket_dir, mode]))
+        """,
+    )
+    done = stage(tmp_path)
+    assert done.returncode == 0, done.stderr
+    transport, socket_dir, mode = json.loads((tmp_path / "out").read_text())
+    assert (transport, mode) == ("ipc", 0o700)
+    assert not Path(socket_dir).exists()
+
+
 def test_cell_error_is_one_line_pointing_at_the_kept_notebook_and_restores(tmp_path):
     before = toy_project(
         tmp_path,

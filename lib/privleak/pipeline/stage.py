@@ -41,6 +41,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -233,43 +234,56 @@ def kernel_log(stage: str) -> Path:
     return paths.ROOT / ".privleak" / "kernels" / f"{stage}.log"
 
 
-def _papermill(notebook, executed: Path, values: dict, timeout: float | None, log: Path) -> None:
-    import papermill
-    import zmq
+def _kernel_config(log: Path, sockets: str):
+    """nbclient's config: the logged kernel manager, talking to its kernel over Unix sockets in
+    the directory `sockets`.
+
+    Over TCP the runner picks five free ports and releases them before its kernel binds them; a
+    stage starting beside it (a dvc exp queue, a parallel test) can take one in between, and its
+    kernel dies before replying to kernel_info. Sockets in a directory of this run's own cannot
+    collide, and only this user can open them (mkdtemp's mode is 0700), so they need no
+    CurveZMQ encryption and ipykernel logs no warning about its absence, as it does over TCP.
+    """
     from traitlets.config import Config
 
-    # ipykernel logs "Kernel is running over TCP without encryption" at every start unless the
-    # kernel manager provisions CurveZMQ keys; the python3 kernelspec declares curve support.
-    encryption = "auto" if zmq.has("curve") else "disabled"
-    papermill.execute_notebook(
-        notebook,
-        str(executed),
-        parameters=values,
-        kernel_name="python3",
-        language="python",
-        cwd=str(paths.ROOT),
-        progress_bar=False,
-        log_output=False,
-        config=Config(
-            {
-                "NotebookClient": {
-                    "kernel_manager_class": "privleak.pipeline.kernel.LoggedKernelManager"
-                },
-                "LoggedKernelManager": {"output_file": str(log)},
-                "KernelManager": {
-                    "transport_encryption": encryption,
-                    # After its shutdown reply the kernel only tears down its interpreter (~1-3 s
-                    # with torch and a model loaded, at every stage): SIGTERM it after 0.5 s.
-                    "shutdown_wait_time": 1.0,
-                },
-            }
-        ),
-        # jupyter_client interrupts the kernel before shutting it down, and ipykernel logs that
-        # KeyboardInterrupt (or its closed sockets, if it was busy) at ERROR on the console.
-        # The kernel's own log is about its messaging, never about the notebook's cells.
-        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
-        execution_timeout=timeout,
+    return Config(
+        {
+            "NotebookClient": {
+                "kernel_manager_class": "privleak.pipeline.kernel.LoggedKernelManager"
+            },
+            "LoggedKernelManager": {"output_file": str(log)},
+            "KernelManager": {
+                "transport": "ipc",
+                "ip": os.path.join(sockets, "kernel"),
+                # After its shutdown reply the kernel only tears down its interpreter (~1-3 s
+                # with torch and a model loaded, at every stage): SIGTERM it after 0.5 s.
+                "shutdown_wait_time": 1.0,
+            },
+        }
     )
+
+
+def _papermill(notebook, executed: Path, values: dict, timeout: float | None, log: Path) -> None:
+    import papermill
+
+    # The system temp dir keeps the socket paths under the 107-byte limit of a Unix socket.
+    with tempfile.TemporaryDirectory(prefix="privleak-") as sockets:
+        papermill.execute_notebook(
+            notebook,
+            str(executed),
+            parameters=values,
+            kernel_name="python3",
+            language="python",
+            cwd=str(paths.ROOT),
+            progress_bar=False,
+            log_output=False,
+            config=_kernel_config(log, sockets),
+            # jupyter_client interrupts the kernel before shutting it down, and ipykernel logs
+            # that KeyboardInterrupt (or its closed sockets, if it was busy) at ERROR on the
+            # console. The kernel's own log is about its messaging, never the notebook's cells.
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            execution_timeout=timeout,
+        )
 
 
 def _execute(notebook, executed: Path, values: dict, timeout: float | None, log: Path) -> None:
