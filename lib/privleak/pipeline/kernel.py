@@ -1,10 +1,10 @@
 """The kernel manager the stage runner starts notebooks with.
 
-A kernel writes to its own file descriptors 1 and 2 only outside cells (ipykernel sends what cells
-write, fd-level writes included, to the notebook): at startup and at teardown, where libzmq may
-abort on a socket the runner's SIGTERM closed mid-poll. Those lines are about the kernel's
-messaging, not the stage, and would break the runner's one-line contract on stderr; they go to
-.privleak/kernels/<stage>.log instead.
+A kernel writes to its own file descriptors 1 and 2 at startup and at teardown, where libzmq may
+abort on a socket the runner's SIGTERM closed mid-poll; what cells write at the fd level (C
+libraries, subprocesses) goes to the notebook and is echoed there too. Those lines would break the
+runner's one-line contract on stderr; they go to .privleak/kernels/<stage>.log instead, and the
+notebook keeps what its cells wrote.
 
 With PRIVLEAK_PROFILE_DIR set, a py-spy sampler follows the kernel and the worker processes it
 starts and writes their collapsed stacks to <dir>/<stage>.txt when the kernel exits
