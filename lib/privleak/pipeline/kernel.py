@@ -2,7 +2,7 @@
 
 A kernel writes to its own file descriptors 1 and 2 at startup and at teardown, where libzmq may
 abort on a socket the runner's SIGTERM closed mid-poll; what cells write at the fd level (C
-libraries, subprocesses) goes to the notebook and is echoed there too. Those lines would break the
+libraries, subprocesses) goes to the notebook and is echoed on those fds too. Those would break the
 runner's one-line contract on stderr; they go to .privleak/kernels/<stage>.log instead, and the
 notebook keeps what its cells wrote.
 
