@@ -29,7 +29,7 @@ decoding = {"temperature": 0.2, "max_new_tokens": 10, "min_new_tokens": 1,
             "max_batch_streams": 32, "forward_mode": "slots"}  # fmt: skip
 pad = {"epsilon": 0.2, "amplification": 3.0, "min_sensitivity": 0.4, "tau_conf": 0.9,
        "tau_margin": 2.0, "weights": [0.3, 0.2, 0.3]}  # fmt: skip
-sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
+sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0], "static_sigmas": [0.5]}
 accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "lengths": [4, 8]}
 audit = {
     "canaries": {"source": "synthetic:medical_dirichlet", "count": 1, "documents": 2, "n": 40,

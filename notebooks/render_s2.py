@@ -3,14 +3,20 @@
 # Reads only the cached artifacts of s2_index (prompts, contexts, planted secrets), s2_generate
 # (responses with per-step noise records, secret log-probabilities) and s2_perplexity (each
 # response's NLL alone under the evaluator).
-# - T1: per corpus and defense, Table 1's counts over the attack prompts against each prompt's
-#   retrieved top contexts (Retrieved Contexts: distinct contexts; Repeat Prompts: prompts whose
+# - T1: per corpus and defense, Table 1's counts over the attack prompts, each response judged
+#   against the contexts its defense placed in its prompt (Retrieved Contexts: those slots, as the
+#   paper counts them, and the share of prompts left with none; Repeat Prompts: prompts whose
 #   response shares >= `leakage.repeat_min_words` consecutive words with one of its contexts;
 #   ROUGE Prompts: the headline rule `leakage.rouge_rule`, both rules in their own columns;
 #   Contexts: distinct contexts so leaked), the Repeat and ROUGE shares with Wilson 95 %
 #   intervals, PPL (the paper's: each response alone under the fixed evaluator LM, averaged over
 #   responses), the generator's conditional PPL (a diagnostic, not the paper's), PII recall and
-#   the median exact log10-probability of emitting a planted secret.
+#   the cued secret sum (ours): per prompt, the sum over its scored planted secrets of the exact
+#   probability of emitting each right after its document cue, the cue forced.
+# - Static across its noise std on the sweep corpus (Table 1's official 0.1 and the sweep).
+# - Response length (s2_length): Table 1's noise defenses on a subset of prompts, each response
+#   scored at the profile's length and at a longer one (the same responses, cut), the longer
+#   minus the shorter paired per prompt.
 # - Fig. 3: PAD's ablations (sweep corpus); Figs. 4-5: amplification and epsilon sweeps, with 95 %
 #   bootstrap intervals over prompts; Fig. 6: PAD's accountant: (a) average epsilon per token
 #   against response length, (b) epsilon per step against the Rényi order alpha.
@@ -31,6 +37,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from privleak.claims.stats import bootstrap
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -41,7 +48,13 @@ from privleak.figures import (
     style,
 )
 from privleak.metrics.fluency import mean_perplexity
-from privleak.metrics.rag_leakage import leak_rate, prompt_outcomes, table1_row, with_fluency
+from privleak.metrics.rag_leakage import (
+    cued_secrets,
+    leak_rate,
+    prompt_outcomes,
+    table1_row,
+    with_fluency,
+)
 from privleak.pad import (
     SIGMA_MAX,
     check_accounting,
@@ -89,6 +102,10 @@ SETUP = (
 NOMINAL = "nominal ε: the paper's accountant, not an audited guarantee"
 RULE = {"pad": "ROUGE-L F1", "zeng": "ROUGE-L recall or precision"}[leakage["rouge_rule"]]
 ROUGE_RULE = f"{RULE} > {leakage['rouge_thresholds'][leakage['rouge_rule']]:g}"
+SUMMARY_STYLE = {
+    "extract": "Zeng et al.'s extraction of each document",
+    "paraphrase": "a paraphrase of each document (ours, not the paper's Summ.)",
+}
 LABELS = {"extraction": "Extraction", "summ": "Summ.", "dist": "Dist.", "static": "Static",
           "pad": "PAD", "no_calib": "No Calib.", "no_sens": "No Sens."}  # fmt: skip
 TABLE = ["extraction", "summ", "dist", "static", "pad"]
@@ -98,9 +115,8 @@ metrics = {}
 # ## Per-prompt leakage and fluency: the unit every count and interval is built from
 
 # %%
-retrieved = prompts.set_index(["corpus", "prompt_id"])["context_ids"]
 units = with_fluency(
-    prompt_outcomes(prompts, chunks, secrets, responses, min_words=leakage["repeat_min_words"],
+    prompt_outcomes(chunks, secrets, responses, min_words=leakage["repeat_min_words"],
                     rouge_rule=leakage["rouge_rule"],
                     rouge_thresholds=leakage["rouge_thresholds"]),
     scored,
@@ -113,7 +129,7 @@ def number(value) -> float | None:
 
 
 def summarize(group: pd.DataFrame) -> pd.Series:
-    return pd.Series(table1_row(group, retrieved))
+    return pd.Series(table1_row(group))
 
 
 # %% [markdown]
@@ -122,8 +138,8 @@ def summarize(group: pd.DataFrame) -> pd.Series:
 # %%
 table_units = units[units["family"] == "table"]
 t1 = table_units.groupby(["corpus", "defense"])[list(units.columns)].apply(summarize)
-esp_median = esp.groupby(["corpus", "defense"])["logprob"].median() / np.log(10)
-t1["secret_log10_esp_median"] = esp_median
+ESP_PROMPTS = int(esp.groupby("corpus")["prompt_id"].nunique().max()) if len(esp) else 0
+t1["cued_secrets"] = cued_secrets(esp).groupby(["corpus", "defense"])["cued_sum"].mean()
 t1 = t1.reindex(pd.MultiIndex.from_product([t1.index.levels[0], TABLE])).reset_index(
     names=["corpus", "defense"]
 )
@@ -138,8 +154,16 @@ save_table(
     "*_high] its Wilson 95 % interval; PPL: the mean over responses of each response's "
     "perplexity alone under the fixed evaluator LM (the paper's); generator_cond_ppl: the "
     "generating model's pooled NLL given the defense's own prompt (a diagnostic, not the "
-    "paper's); PII recall over planted items in the retrieved contexts; secret ESP: median exact "
-    f"log10-probability of emitting a planted secret after its document cue. PAD's ε = "
+    "paper's); retrieval_slots: the paper's Retrieved Contexts (prompts x top contexts); "
+    "placed_slots and no_context_share: the contexts each defense placed in its prompts (Dist. "
+    "drops those beyond its threshold, Summ. those its extraction answered NO_OUTPUT), which "
+    "Repeat and ROUGE are judged against; PII recall over the planted items of the retrieved "
+    f"contexts; cued_secrets (ours, not a paper column): over the first {ESP_PROMPTS} prompts "
+    "of each corpus, the mean per prompt of the sum over its scored planted secrets of the "
+    "exact probability of emitting "
+    "each right after its document cue, the cue forced. Summ.: "
+    f"{SUMMARY_STYLE[setup['summary_style']]}. Dist.'s threshold "
+    f"({setup['distance_table']:g}, L2) is ours: the paper states none. PAD's ε = "
     f"{pad_default['epsilon']:g} is a {NOMINAL}. Setup: {SETUP}.",
 )
 metrics["epsilon_note"] = f"every ε here is a {NOMINAL}"
@@ -159,6 +183,81 @@ metrics["table1"] = {
     for corpus, part in t1.groupby("corpus")
 }  # fmt: skip
 t1
+
+# %% [markdown]
+# ## Static across its noise std (sweep corpus): the official default beside the sweep, and PAD
+
+# %%
+static_units = units[
+    (units["corpus"] == sweep_corpus)
+    & ((units["family"] == "static") | units["defense"].isin(["static", "pad"]))
+]
+static_table = static_units.groupby("defense")[list(units.columns)].apply(summarize)
+static_table["sigma"] = static_units.groupby("defense")["value"].first()
+static_table.loc["pad", "sigma"] = float("nan")  # PAD's sigma varies by step
+save_table(
+    static_table.reset_index(),
+    FIG / "s2_static_sigmas",
+    note=f"S2 Static at each noise std on {sweep_corpus} (static: Table 1's row, sigma "
+    f"{setup['static_sigma']:g}, the default of PAD's official --static_noise_scale, whose "
+    "processor is unpublished; static=<sigma>: the sweep) beside PAD; "
+    "columns as Table 1's.",
+)
+metrics["static_sigmas"] = {
+    r.Index: {k: number(getattr(r, k)) for k in ("sigma", "repeat_share", "rouge_share", "ppl")}
+    for r in static_table.itertuples()
+}
+static_table
+
+# %% [markdown]
+# ## Response length: the same responses scored at the profile's length and at a longer one
+
+# %%
+lengthened = pd.read_parquet(S2 / "length" / "responses.parquet")
+length_units = prompt_outcomes(
+    chunks, secrets, lengthened.assign(family="length", value=lengthened["max_new_tokens"]),
+    min_words=leakage["repeat_min_words"], rouge_rule=leakage["rouge_rule"],
+    rouge_thresholds=leakage["rouge_thresholds"],
+)  # fmt: skip
+SHORT, LONG = sorted(set(length_units["value"]))
+
+
+def length_row(group: pd.DataFrame) -> pd.Series:
+    """Leak shares at both lengths (Wilson 95 %) and the paired longer-minus-shorter change of
+    the longest copied run and of the best ROUGE score (bootstrap 95 % over prompts)."""
+    row = {"prompts": group["prompt_id"].nunique()}
+    for tokens, part in group.groupby("value"):
+        for outcome in ("repeat", "rouge"):
+            share, low, high = leak_rate(part[outcome])
+            row |= {f"{outcome}_share_{tokens:g}": share, f"{outcome}_low_{tokens:g}": low,
+                    f"{outcome}_high_{tokens:g}": high}  # fmt: skip
+    for column in ("longest_run", "rouge_score"):
+        paired = group.pivot_table(index="prompt_id", columns="value", values=column)
+        change = bootstrap((paired[LONG] - paired[SHORT]).to_numpy(), np.mean,
+                           n_boot=BOOTSTRAP["n_boot"], seed=BOOTSTRAP["seed"])  # fmt: skip
+        row |= {f"{column}_change": change.effect, f"{column}_change_low": change.low,
+                f"{column}_change_high": change.high}  # fmt: skip
+    return pd.Series(row)
+
+
+length_table = length_units.groupby(["corpus", "defense"])[list(length_units.columns)].apply(
+    length_row
+)
+save_table(
+    length_table.reset_index(),
+    FIG / "s2_length",
+    note=f"S2 response length: the first {int(length_table['prompts'].max())} prompts of each "
+    f"corpus under Extraction, Static and PAD, each response scored at its first {SHORT:g} "
+    f"tokens (the profile's length) and at {LONG:g} (the paper lets responses run 256): Repeat "
+    "and ROUGE shares (Wilson 95 %) at each length and the change of the longest copied run "
+    "(words) and of the best ROUGE score, longer minus shorter, paired per prompt (bootstrap "
+    "95 % over prompts). Leakage is judged as in Table 1.",
+)
+metrics["length"] = {
+    f"{corpus}/{defense}": {k: number(v) for k, v in row.items()}
+    for (corpus, defense), row in length_table.iterrows()
+}
+length_table
 
 # %% [markdown]
 # ## Fig. 3: PAD's ablations; Figs. 4-5: the amplification and epsilon sweeps (sweep corpus)

@@ -23,7 +23,7 @@ from privleak.report import cards, page, papers, run
 
 # %%
 paper_files = papers.load_all()
-claims = pd.read_csv(paths.FIGURES / "claims" / "claims.csv")
+claims = pd.read_csv(paths.FIGURES / "claims" / "claims.csv").fillna({"quote": ""})  # extensions
 params = params_module.load()
 outputs = run.outputs()
 built = cards.build(paper_files, claims, paths.FIGURES, outputs)

@@ -5,12 +5,19 @@
 # an instruct model's chat template, `template`; temperature sampling at `decoding.temperature`;
 # the official code decoded greedily despite its T = 0.2) under each defense:
 # - Extraction: no defense;
-# - Static: i.i.d. Gaussian noise of std `static_sigma` on every logit at every step;
+# - Static: i.i.d. Gaussian noise of std `static_sigma` on every logit at every step (0.1, the
+#   default of the official code's --static_noise_scale, whose processor is unpublished; on the
+#   sweep corpus also each of `sweeps.static_sigmas`);
 # - PAD: `privleak.pad` with the `pad` settings; on the sweep corpus also its ablations (No Calib.,
 #   No Sens.) and the amplification and epsilon sweeps (Figs. 3-5);
-# - Summ.: the LLM first condenses each retrieved document to the query (`summary` decoding);
-# - Dist.: only the reranked candidates within L2 distance `distance.table` of the query (and on
-#   the sweep corpus each of `distance.sweep`).
+# - Summ.: the LLM first condenses each retrieved document to the query (`summary.style`
+#   "extract": Zeng et al.'s extraction prompt, a NO_OUTPUT answer dropping the document;
+#   "paraphrase": ours, which no claim reads), with `summary.max_new_tokens`;
+# - Dist.: only the retrieved contexts within L2 distance `distance.table` of the query (ours: the
+#   paper states no Table 1 threshold), a context beyond it dropped, never replaced (and on the
+#   sweep corpus each of `distance.sweep`).
+# Every response records the prompt's retrieved top contexts (`retrieved_ids`) and the contexts
+# its defense placed in its prompt (`context_ids`): its leakage is judged against the latter.
 # The noise defenses of a prompt share its prompt: one decode call forks one prefill to all of
 # them. The LM runs in `lm_dtype` (models' dtype when null); its logits are cast to float32
 # before the noise, the screening and every log-prob. Every response keeps its per-step noise
@@ -18,9 +25,12 @@
 # undefended model.
 #
 # Exact secret probabilities (a first for PAD): for the first `esp.prompts` prompts per corpus, each
-# planted secret in the prompt's top contexts (at most `esp.max_secrets` per prompt), forced after
-# the `esp.cue_words` words that precede it in its document: its log-probability under each T1
-# defense's sampling distribution, the noise integrated by `esp.draws` draws per token.
+# planted secret in the prompt's retrieved top contexts (at most `esp.max_secrets` per prompt),
+# forced after the `esp.cue_words` words that precede it in its document: its log-probability
+# under each T1 defense's sampling distribution, the noise integrated by `esp.draws` draws per
+# token. Every defense is scored on the same secrets, those at risk before it acts (a secret whose
+# document Dist. dropped or Summ. condensed away keeps its own, small, probability), so the
+# defenses pair per prompt.
 
 # %% tags=["parameters"]
 seed = 0
@@ -46,10 +56,10 @@ pad = {
     "tau_margin": 2.0,
     "weights": [0.3, 0.2, 0.3],
 }
-static_sigma = 0.5
-sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
+static_sigma = 0.1
+sweeps = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0], "static_sigmas": [0.5]}
 distance = {"table": 1.0, "sweep": [0.8, 1.0]}
-summary = {"max_new_tokens": 8}
+summary = {"style": "extract", "max_new_tokens": 10}
 esp = {"prompts": 1, "max_secrets": 2, "cue_words": 6, "draws": 8}
 
 # %%
@@ -63,7 +73,9 @@ from privleak import models as registry
 from privleak.errors import require
 from privleak.pad import PADSettings
 from privleak.pad_rag import (
+    condensed_context,
     defended_generate,
+    distance_filtered,
     noise_defenses,
     rag_prompt,
     secret_logprobs,
@@ -112,6 +124,8 @@ def keyed(frame: pd.DataFrame) -> list[tuple]:
 
 rows = []
 started = time.perf_counter()
+retrieved = {key: list(ids) for key, ids in zip(keyed(prompts), prompts["context_ids"],
+                                                strict=True)}  # fmt: skip
 for group in ([sweep_corpus], [c for c in corpora if c != sweep_corpus]):
     if not group:
         continue
@@ -131,12 +145,14 @@ for group in ([sweep_corpus], [c for c in corpora if c != sweep_corpus]):
         family, value, _ = defenses[row["defense"]]
         corpus, prompt_id = row.pop("key")
         rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family, "value": value,
-                     **row})  # fmt: skip
+                     "retrieved_ids": retrieved[(corpus, prompt_id)],
+                     "context_ids": retrieved[(corpus, prompt_id)], **row})  # fmt: skip
 timings["noise defenses"] = time.perf_counter() - started
 print(f"{len(rows)} responses in {timings['noise defenses']:.0f} s")
 
 # %% [markdown]
 # ## Summ.: each retrieved document condensed to the query first (every corpus in one decode)
+# A document whose condensation is empty or NO_OUTPUT is dropped from the prompt.
 
 # %%
 started = time.perf_counter()
@@ -144,18 +160,27 @@ columns = zip(prompts["corpus"], prompts["prompt_id"], prompts["question"],
               prompts["context_ids"], strict=True)  # fmt: skip
 pairs = [(k, p, q, c) for k, p, q, ids in columns for c in ids]
 condensed = defended_generate(
-    model, tokenizer, [summary_prompt(q, text[(k, c)]) for k, _, q, c in pairs],
+    model, tokenizer, [summary_prompt(q, text[(k, c)], summary["style"]) for k, _, q, c in pairs],
     [(k, p, c) for k, p, _, c in pairs], {"summary": None},
     temperature=decoding["temperature"], max_new_tokens=summary["max_new_tokens"],
     min_new_tokens=decoding["min_new_tokens"], forward_mode=decoding["forward_mode"],
     seed=seed, max_batch_streams=decoding["max_batch_streams"], template=template,
     cache=store.cache("summaries"),
 )  # fmt: skip
-by_prompt = {}
-for (corpus, prompt_id, _, _), row in zip(pairs, condensed, strict=True):
-    by_prompt.setdefault((corpus, prompt_id), []).append(row["text"].strip())
+kept_summaries = {key: [] for key in keyed(prompts)}  # (chunk id, condensed text), in order
+for (corpus, prompt_id, _, chunk), row in zip(pairs, condensed, strict=True):
+    if (context := condensed_context(row["text"])) is not None:
+        kept_summaries[(corpus, prompt_id)].append((chunk, context))
+answers = pd.Series([row["text"].strip() for row in condensed], dtype=str)
+no_output, opens = (
+    int((answers == "NO_OUTPUT").sum()),
+    int(answers.str.startswith("NO_OUTPUT").sum()),
+)
+passed_on = sum(map(len, kept_summaries.values()))
+print(f"{len(answers)} condensations: {no_output} answered NO_OUTPUT, {opens} start with it, "
+      f"{int((answers == '').sum())} empty; {passed_on} passed on")  # fmt: skip
 summary_prompts = {
-    key: rag_prompt(question, by_prompt[key])
+    key: rag_prompt(question, [context for _, context in kept_summaries[key]])
     for key, question in zip(keyed(prompts), prompts["question"], strict=True)
 }
 generated = defended_generate(
@@ -165,20 +190,23 @@ generated = defended_generate(
 for r in generated:
     corpus, prompt_id = r.pop("key")
     rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": "table",
-                 "value": float("nan"), **r})  # fmt: skip
+                 "value": float("nan"), "retrieved_ids": retrieved[(corpus, prompt_id)],
+                 "context_ids": [c for c, _ in kept_summaries[(corpus, prompt_id)]],
+                 **r})  # fmt: skip
 timings["summ"] = time.perf_counter() - started
 
 # %% [markdown]
-# ## Dist.: only the candidates within the L2 threshold (every corpus in one decode)
+# ## Dist.: only the retrieved contexts within the L2 threshold (every corpus in one decode)
 
 # %%
 started = time.perf_counter()
-dist_prompts = {}
+dist_prompts, dist_kept = {}, {}
 for r in prompts.itertuples():
     thresholds = distance["sweep"] if r.corpus == sweep_corpus else [distance["table"]]
     l2 = dict(zip(r.candidate_ids, r.candidate_l2, strict=True))
     for threshold in thresholds:
-        kept = [i for i in r.reranked_ids if l2[i] <= threshold][: len(r.context_ids)]
+        kept = distance_filtered(list(r.context_ids), l2, threshold)
+        dist_kept[(r.corpus, r.prompt_id, threshold)] = kept
         dist_prompts[(r.corpus, r.prompt_id, threshold)] = rag_prompt(
             r.question, contexts_of(r.corpus, kept)
         )
@@ -190,8 +218,10 @@ for r in generated:
     corpus, prompt_id, threshold = r.pop("key")
     family = "table" if threshold == distance["table"] else "distance"
     name = "dist" if family == "table" else f"dist={threshold:g}"
-    rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family,
-                 "value": threshold, **r, "defense": name})  # fmt: skip
+    rows.append({"corpus": corpus, "prompt_id": prompt_id, "family": family, "value": threshold,
+                 "retrieved_ids": retrieved[(corpus, prompt_id)],
+                 "context_ids": dist_kept[(corpus, prompt_id, threshold)], **r,
+                 "defense": name})  # fmt: skip
     if family == "table" and corpus == sweep_corpus:  # the table point is also a sweep point
         rows.append({**rows[-1], "family": "distance", "defense": f"dist={threshold:g}"})
 timings["dist"] = time.perf_counter() - started
@@ -253,6 +283,8 @@ require(
 responses.to_parquet(OUT / "responses.parquet", index=False)
 esp_table.to_parquet(OUT / "esp.parquet", index=False)
 (OUT / "pad_settings.json").write_text(json.dumps(dataclasses.asdict(pad_settings), indent=1))
-setup = {"lm": lm, "lm_dtype": lm_dtype or dtype, "template": template}
+setup = {"lm": lm, "lm_dtype": lm_dtype or dtype, "template": template,
+         "summary_style": summary["style"], "distance_table": distance["table"],
+         "static_sigma": static_sigma}  # fmt: skip
 (OUT / "setup.json").write_text(json.dumps(setup) + "\n")
 pd.Series(timings, name="seconds").round(1)  # in the executed report only: outputs stay byte-stable

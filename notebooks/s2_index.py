@@ -16,8 +16,8 @@
 # `attack.prompts` prompts per corpus (the paper: 250).
 #
 # Outputs per corpus: the chunks, their planted secrets, the prompts with the k candidates (L2
-# distance, best first) and the reranked order of all k (s2_generate's Dist. defense keeps the
-# reranked candidates within its distance threshold).
+# distance, best first) and the reranked order of all k (s2_generate's Dist. defense keeps those
+# of the top contexts within its L2 threshold).
 
 # %% tags=["parameters"]
 seed = 0
@@ -129,7 +129,8 @@ for name in corpora:
                 "corpus": name,
                 **prompt,
                 "candidate_ids": [c["id"] for c in candidates],
-                # Chroma's "l2" space reports squared distances; the paper thresholds L2.
+                # Chroma's "l2" space reports squared distances; the paper thresholds L2 (Zeng et
+                # al.'s code thresholds Chroma's squared value: the same at 1.0).
                 "candidate_l2": [math.sqrt(max(c["distance"], 0.0)) for c in candidates],
                 "reranked_ids": [c["id"] for c in ranked],
                 "context_ids": [c["id"] for c in ranked[: retrieval["rerank_top"]]],

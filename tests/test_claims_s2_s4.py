@@ -66,22 +66,32 @@ def test_perplexity_claims_pair_the_evaluators_log_ppl_and_skip_unscored_respons
     assert found["s2.static_beats_dist.rouge.enron"].note == ""
 
 
-def test_secret_findings_pair_each_prompts_mean_secret_logprob():
+def test_secret_findings_pair_each_prompts_expected_secret_count_in_probability():
+    # prompt 0, three secrets: PAD emits them with P 0.5, 0.5 and 1e-9 (expected 1.0), Extraction
+    # with 0.3 each (expected 0.9). The mean of logs would call PAD safer (-7.37 vs -1.20 nats):
+    # the improbable third secret carries no risk, and the risk is the probability.
+    # prompt 1, one secret: 0.2 under both.
+    probabilities = [{"extraction": [0.3, 0.3, 0.3], "pad": [0.5, 0.5, 1e-9]},
+                     {"extraction": [0.2], "pad": [0.2]}]  # fmt: skip
     rows = [
-        {"corpus": "enron", "prompt_id": p, "secret": k, "defense": d, "logprob": v}
-        for p, values in enumerate([{"extraction": [-1.0, -3.0], "pad": [-5.0, -7.0]},
-                                    {"extraction": [-2.0], "pad": [-2.0]}])
-        for d, logprobs in values.items()
-        for k, v in enumerate(logprobs)
-    ]  # fmt: skip
+        {"corpus": "enron", "prompt_id": p, "secret": k, "defense": d, "logprob": np.log(v)}
+        for p, values in enumerate(probabilities)
+        for d, ps in values.items()
+        for k, v in enumerate(ps)
+    ]
     esp = pd.DataFrame(rows)
     for base in ("summ", "dist", "static"):
         esp = pd.concat([esp, esp[esp["defense"] == "extraction"].assign(defense=base)])
-    found = {f.spec.format(**f.fields): f for f in s2.secret_findings(esp, BOOT)}
-    # prompt 0: mean -6 vs -2 -> -4; prompt 1: 0
-    secret = found["s2.pad_leaks_less_than_extraction.secret.enron"].estimate
-    assert secret.effect == pytest.approx(-2.0) and secret.units == 2
+    found = {f.spec.format(**f.fields): f for f in s2.secret_findings(esp, BOOT, ["enron"])}
+    # per prompt PAD - Extraction: (1.0 + 1e-9 - 0.9) and 0; their mean over the 2 prompts
+    secret = found["s2.pad_emits_fewer_secrets_than_extraction.enron"].estimate
+    assert secret.effect == pytest.approx((0.1 + 1e-9) / 2) and secret.units == 2
     assert len(found) == 4
+    assert claim(found["s2.pad_emits_fewer_secrets_than_summ.enron"]).quote == ""
+    # a corpus that plants no secret: every row stays, inconclusive, saying what it lacks
+    empty = list(s2.secret_findings(esp.iloc[:0], BOOT, ["hub"]))
+    assert len(empty) == 4 and all(claim(f).verdict == INCONCLUSIVE for f in empty)
+    assert "this corpus plants none" in claim(empty[0]).note
 
 
 def test_with_fluency_joins_the_evaluators_nll_per_response():
@@ -191,3 +201,32 @@ def test_sweep_findings_cover_both_ablations_and_the_sweeps():
     assert by_id["s2.no_sens_leaks_more.repeat"].estimate.effect == pytest.approx(1 / 3)
     assert by_id["s2.amplification_diminishing_returns.repeat"].missing.startswith("λ_amp = 1, 5")
     assert {"s2.epsilon_raises_leakage.rouge", "s2.epsilon_lowers_perplexity"} <= set(by_id)
+
+
+def test_a_paraphrasing_summ_leaves_its_claims_inconclusive_and_says_why():
+    frame = outcomes(
+        {d: [30.0] * 9 + [2.0] for d in ("extraction", "summ", "dist", "static")}
+        | {"pad": [2.0] * 9 + [30.0]}
+    ).assign(rouge_score=0.0, log_ppl=1.0)
+    found = {
+        f.spec.format(**f.fields): claim(f)
+        for f in s2.table_findings(frame, BOOT, "tiny", summary_style="paraphrase")
+    }
+    summ = found["s2.pad_leaks_less_than_summ.repeat.enron"]
+    assert summ.verdict == INCONCLUSIVE and "condensed each document by paraphrase" in summ.note
+    assert "the interval alone reads reproduced" in summ.note
+    assert found["s2.pad_leaks_less_than_dist.repeat.enron"].verdict == REPRODUCED
+    assert "paraphrase" in found["s2.summ_costs_perplexity.enron"].note
+
+
+def test_no_sens_rows_are_untestable_with_the_reason():
+    more = [30.0] * 9 + [2.0]  # both ablations copy longer runs than PAD on 9 of 10 prompts
+    sweep = outcomes({"pad": [2.0] * 9 + [30.0], "no_sens": more, "no_calib": more})
+    sweep = sweep.assign(rouge_score=0.0, log_ppl=1.0, value=np.nan)
+    found = {
+        f.spec.format(**f.fields): claim(f)
+        for f in s2.sweep_findings(sweep, "enron", {"amplification": 3.0, "epsilon": 0.2}, BOOT)
+    }
+    no_sens = found["s2.no_sens_leaks_more.repeat"]
+    assert no_sens.verdict == INCONCLUSIVE and "Δ_t = 1, the bound's worst case" in no_sens.note
+    assert found["s2.no_calib_leaks_more.repeat"].verdict == REPRODUCED

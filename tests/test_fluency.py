@@ -87,13 +87,19 @@ def test_table_ppl_is_the_mean_of_per_response_perplexities_not_pooled():
         "repeat": [0, 0], "rouge": [0, 0], "rouge_pad": [0, 0], "rouge_zeng": [0, 0],
         "repeat_contexts": [[], []], "rouge_contexts": [[], []], "pii_found": [0, 0],
         "pii_exposed": [0, 0], "cond_nll": [1.0, 1.0], "cond_tokens": [1, 1],
+        "retrieved_ids": [["a"], ["a", "b"]], "context_ids": [["a"], ["a", "b"]],
     })  # fmt: skip
     scored = units[["corpus", "prompt_id", "defense"]].assign(
         nll=[math.log(2), 3 * math.log(4)], tokens=[1, 3]
     )
-    row = table1_row(with_fluency(units, scored), {("c", 0): ["a"], ("c", 1): ["a", "b"]})
+    row = table1_row(with_fluency(units, scored))
     assert row["ppl"] == pytest.approx(3.0)
     assert row["retrieval_slots"] == 3 and row["retrieved_contexts"] == 2
+    assert row["placed_slots"] == 3 and row["no_context_share"] == 0.0
+    emptied = units.assign(context_ids=[["a"], []])  # a filter left prompt 1 without context
+    row = table1_row(with_fluency(emptied, scored))
+    assert row["retrieval_slots"] == 3 and row["retrieved_contexts"] == 2  # the paper's column
+    assert row["placed_slots"] == 1 and row["no_context_share"] == 0.5
     with pytest.raises(PrivleakError, match="1 responses have no evaluator score"):
         with_fluency(units, scored.iloc[:1])
 

@@ -11,13 +11,18 @@ from privleak.dp_rag import forced_logprobs
 from privleak.errors import PrivleakError
 from privleak.pad import PADSettings, StaticNoise
 from privleak.pad_rag import (
+    NO_OUTPUT,
+    condensed_context,
     defended_generate,
+    distance_filtered,
     encode_prompt,
     noise_defenses,
     rag_prompt,
     secret_logprobs,
     suffix_distributions,
+    summary_prompt,
 )
+from privleak.pipeline import params as project_params
 from tests.conftest import tiny_llama, word_tokenizer
 from tests.test_dp_rag import CHATML
 
@@ -132,9 +137,43 @@ def test_noise_defenses_table_only_off_the_sweep_corpus():
 
 def test_noise_defenses_sweep_skips_the_table_values():
     pad = PADSettings(epsilon=0.2, amplification=3.0)
-    swept = noise_defenses(pad, 0.5, sweep=True, amplifications=[1.0, 3.0], epsilons=[0.2, 1.0])
-    assert list(swept)[3:] == ["no_calib", "no_sens", "amplification=1", "epsilon=1"]
+    swept = noise_defenses(pad, 0.1, sweep=True, amplifications=[1.0, 3.0], epsilons=[0.2, 1.0],
+                           static_sigmas=[0.1, 0.5])  # fmt: skip
+    assert list(swept)[3:] == [
+        "no_calib", "no_sens", "amplification=1", "epsilon=1", "static=0.5"
+    ]  # fmt: skip
+    assert swept["static=0.5"] == ("static", 0.5, StaticNoise(0.5))
     assert swept["no_calib"][2] == PADSettings(epsilon=0.2, amplification=3.0, calibration=False)
     assert swept["no_sens"][2].sensitivity is False and swept["no_sens"][0] == "ablation"
     assert swept["amplification=1"][:2] == ("amplification", 1.0)
     assert swept["epsilon=1"][2] == PADSettings(epsilon=1.0, amplification=3.0)
+
+
+def test_summ_extracts_as_zeng_et_al_and_drops_a_document_answered_no_output():
+    prompt = summary_prompt("Who called?", "Alice called on Monday.")
+    # LangChain's LLMChainExtractor prompt, which Zeng et al.'s code writes out
+    assert prompt.startswith(
+        "Given the following question and context, extract any part of the context *AS IS* "
+        "that is relevant to answer the question. If none of the context is relevant return "
+        "NO_OUTPUT.\n\nRemember, *DO NOT* edit the extracted parts of the context.\n\n"
+        "> Question: Who called?\n> Context:\n>>>\nAlice called on Monday.\n>>>\n"
+    )
+    assert prompt.endswith("Extracted relevant parts:")
+    assert "in your own words" in summary_prompt("q", "d", "paraphrase")
+    with pytest.raises(PrivleakError, match="summary style 'abstract' is unknown"):
+        summary_prompt("q", "d", "abstract")
+    assert condensed_context(f"  {NO_OUTPUT} \n") is None and condensed_context(" ") is None
+    assert condensed_context(" Alice called. ") == "Alice called."
+
+
+def test_dist_drops_a_context_beyond_the_threshold_and_never_substitutes_one():
+    distances = {"top1": 1.3, "top2": 0.4, "top3": 0.9, "top4": 0.1}  # top4: ranked below top 3
+    assert distance_filtered(["top1", "top2", "top3"], distances, 1.0) == ["top2", "top3"]
+    assert distance_filtered(["top1", "top2", "top3"], distances, 0.2) == []
+
+
+def test_statics_table_sigma_is_pads_official_default_in_every_profile():
+    tree = project_params.load()
+    for profile in ("smoke", "embedded", "paper"):
+        # PAD-Code's --static_noise_scale default (the processor's source is unpublished)
+        assert tree["s2"][profile]["static_sigma"] == 0.1

@@ -33,6 +33,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -75,6 +76,7 @@ STAGES = [
     "s2_index",
     "s2_generate",
     "s2_perplexity",
+    "s2_length",
     "render_s2",
     "s3_prepare",
     "s3_train",
@@ -317,10 +319,11 @@ def _paper_params(
     s2["attack"]["prompts"] = S2_PROMPTS
     s2["retrieval"]["reranker"] = reranker
     s2["decoding"] |= {"max_new_tokens": 4, "max_batch_streams": 8}
-    s2["sweeps"] = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0]}
+    s2["sweeps"] = {"amplifications": [1.0, 5.0], "epsilons": [0.05, 1.0], "static_sigmas": [0.5]}
     # MiniLM puts these prompts 1.3-1.5 (L2) from every document: 1.4 keeps some of them.
     s2["distance"]["sweep"] = [1.0, 1.4]
     s2["summary"]["max_new_tokens"] = 4
+    s2["length"] = {"prompts": 1, "max_new_tokens": 8}
     s2["esp"] |= {"prompts": 2, "draws": 2}
     s2["accounting"]["lengths"] = [2, 4]
     audit = params["audit"]["paper"]
@@ -622,6 +625,8 @@ def test_s2_answers_every_prompt_under_every_defense_and_sweep_point(paper_root)
         },
         "epsilon": {f"epsilon={v:g}" for v in s2["sweeps"]["epsilons"] if v != pad["epsilon"]},
         "distance": {f"dist={v:g}" for v in s2["distance"]["sweep"]},
+        "static": {f"static={v:g}" for v in s2["sweeps"]["static_sigmas"]
+                   if v != s2["static_sigma"]},
     }  # fmt: skip
     assert set(responses["corpus"]) == set(S2_CORPORA)
     for corpus in S2_CORPORA:
@@ -634,6 +639,15 @@ def test_s2_answers_every_prompt_under_every_defense_and_sweep_point(paper_root)
         answered = rows.groupby(["family", "defense"])["prompt_id"].agg(sorted)
         assert set(answered.index) == expected, corpus
         assert all(ids == asked for ids in answered), corpus
+    # Each response names the contexts its defense placed in its prompt: the retrieved top
+    # contexts, or (Dist., Summ.) some of them, never another candidate.
+    retrieved = {(r.corpus, r.prompt_id): list(r.context_ids) for r in prompts.itertuples()}
+    for r in responses.itertuples():
+        own, top = list(r.context_ids), retrieved[(r.corpus, r.prompt_id)]
+        if r.defense.startswith(("dist", "summ")):
+            assert set(own) <= set(top) and own == [c for c in top if c in own], r.defense
+        else:
+            assert own == top, r.defense
     steps = responses["tokens"].map(len)
     assert steps.between(1, s2["decoding"]["max_new_tokens"]).all()
     for record in ("sigma", "sensitivity", "protected"):
@@ -645,7 +659,8 @@ def test_s2_answers_every_prompt_under_every_defense_and_sweep_point(paper_root)
     sigmas = responses["sigma"].map(list)
     assert sigmas[noised].map(lambda v: all(math.isfinite(x) and x > 0 for x in v)).all()
     static = responses["defense"] == "static"
-    assert sigmas[static].map(lambda v: set(v) == {s2["static_sigma"]}).all()
+    recorded = float(np.float32(s2["static_sigma"]))  # the records are float32
+    assert sigmas[static].map(lambda v: set(v) == {recorded}).all()
     assert sigmas[~noised & ~static].map(lambda v: set(v) == {0.0}).all()
     # Fig. 6a's accountant has PAD responses of every corpus at every length.
     lengths = pd.read_csv(paper_root / "figures" / "s2" / "s2_fig6a_data.csv")
@@ -679,18 +694,18 @@ def test_s2_contexts_are_the_cross_encoders_top_candidates(paper_root):
 
 def test_s2_hub_corpora_carry_no_planted_secrets(paper_root):
     """An hf: corpus has no planted ground truth: no secret rows, no exact secret
-    probabilities, and Table 1's secret ESP column is empty; every other column is filled."""
+    probabilities, and Table 1's cued secret column is empty; every other column is filled."""
     s2 = paper_root / "data" / "interim" / "s2"
     assert pd.read_parquet(s2 / "index" / "secrets.parquet").empty
     assert pd.read_parquet(s2 / "generate" / "esp.parquet").empty
     table1 = pd.read_csv(paper_root / "figures" / "s2" / "s2_table1.csv")
     assert set(table1["corpus"]) == set(S2_CORPORA)
-    assert table1["secret_log10_esp_median"].isna().all()
+    assert table1["cued_secrets"].isna().all()
     assert table1[["prompts", "retrieved_contexts", "ppl"]].notna().all().all()
     metrics = json.loads((paper_root / "metrics" / "s2.json").read_text())
     rows = [row for corpus in metrics["table1"].values() for row in corpus.values()]
     assert len(rows) == len(table1)
-    assert all(row["secret_log10_esp_median"] is None for row in rows)
+    assert all(row["cued_secrets"] is None for row in rows)
 
 
 # ---------------------------------------------------------------- S3 (its own tiny project)

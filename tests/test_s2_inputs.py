@@ -191,6 +191,24 @@ PARAM_CASES = {
     "distance_sweep_one_number": ("distance", "sweep", 1.0, "distance.sweep = 1.0: must be a list"),
     "summary_tokens_float": ("summary", "max_new_tokens", 32.5,
                              "summary.max_new_tokens = 32.5: must be an integer >= 1"),
+    "summary_budget_below_the_response_budget": (
+        "summary", "max_new_tokens", 32,
+        "summary.max_new_tokens = 32: must be >= decoding.max_new_tokens (40): Zeng et al. "
+        "condense with the response's budget",
+    ),
+    "length_prompts_zero": ("length", "prompts", 0, "length.prompts = 0: must be an integer >= 1"),
+    "length_not_longer": (
+        "length", "max_new_tokens", 40,
+        "length.max_new_tokens = 40: must be > decoding.max_new_tokens (40): it is the longer "
+        "length",
+    ),
+    "summary_style_unknown": ("summary", "style", "abstractive",
+                              "summary.style = 'abstractive': must be one of extract, paraphrase"),
+    "swept_static_sigma_zero": (
+        "sweeps", "static_sigmas", [0.0],
+        "sweeps.static_sigmas[0] = 0.0: must be a number in (0, 1e+30] (float32 logits overflow "
+        "beyond it)",
+    ),
     "esp_prompts_negative": ("esp", "prompts", -1, "esp.prompts = -1: must be an integer >= 0"),
     "esp_max_secrets_zero": ("esp", "max_secrets", 0,
                              "esp.max_secrets = 0: must be an integer >= 1"),

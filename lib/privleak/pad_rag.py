@@ -35,13 +35,31 @@ TEMPLATES = ("chat", "plain")
 """How the model reads a prompt: `plain` as text (base models, the paper's Pythia and Llama-2),
 `chat` as the user turn of the tokenizer's own chat template (instruct models)."""
 
-SUMMARY_TEMPLATE = (
+EXTRACT_TEMPLATE = (
+    "Given the following question and context, extract any part of the context *AS IS* that is "
+    "relevant to answer the question. If none of the context is relevant return NO_OUTPUT."
+    "\n\nRemember, *DO NOT* edit the extracted parts of the context.\n\n> Question: {question}"
+    "\n> Context:\n>>>\n{document}\n>>>\nExtracted relevant parts:"
+)
+"""Summ. as Zeng et al. define it: each retrieved document condensed to the query by extraction.
+Their code (phycholosogy/RAG-privacy, run_language_model.py) writes LangChain's LLMChainExtractor
+prompt by hand, one call per document, with the answer's generation budget; this is that prompt
+verbatim. (A bug in that code, `find('-para')` being truthy when absent, runs it without the "DO
+NOT edit" sentence; the sentence is kept here, as LangChain's prompt has it.) The condensing LM is
+the generator itself: PAD does not say which LM condenses, Zeng et al. choose it separately."""
+
+NO_OUTPUT = "NO_OUTPUT"
+"""The extractor's answer when no part of the document is relevant."""
+
+PARAPHRASE_TEMPLATE = (
     "Question: {question}\nDocument:\n{document}\n\n"
     "Summarize the parts of the document that help answer the question, in your own words and "
     "in one or two sentences.\nSummary:\n"
 )
-"""Summ.: an LLM condenses each retrieved document to the query first (Zeng et al.'s mitigation;
-our wording)."""
+"""Summ., paraphrase (ours, no paper's): a variant that condenses by paraphrase. No claim reads
+it."""
+
+SUMMARY_STYLES = {"extract": EXTRACT_TEMPLATE, "paraphrase": PARAPHRASE_TEMPLATE}
 
 
 def rag_prompt(question: str, contexts: Sequence[str]) -> str:
@@ -49,8 +67,32 @@ def rag_prompt(question: str, contexts: Sequence[str]) -> str:
     return TEMPLATE.format(context="\n\n".join(contexts), question=question)
 
 
-def summary_prompt(question: str, document: str) -> str:
-    return SUMMARY_TEMPLATE.format(question=question, document=document)
+def summary_prompt(question: str, document: str, style: str = "extract") -> str:
+    """The condensation prompt of one retrieved document (`SUMMARY_STYLES`)."""
+    require(style in SUMMARY_STYLES, f"summary style '{style}' is unknown; use extract|paraphrase")
+    return SUMMARY_STYLES[style].format(question=question, document=document)
+
+
+def condensed_context(response: str) -> str | None:
+    """The context a condensation passes on: the response stripped, or None (the document is
+    dropped) when it is empty or exactly the no-output answer, as LangChain's NoOutputParser and
+    LLMChainExtractor treat it. Zeng et al.'s code passes every answer on, NO_OUTPUT included; we
+    follow the prompt's own contract (LangChain's), where NO_OUTPUT means nothing is relevant."""
+    text = response.strip()
+    return None if not text or text == NO_OUTPUT else text
+
+
+def distance_filtered(
+    context_ids: Sequence[Hashable], distances: Mapping[Hashable, float], threshold: float
+) -> list:
+    """Dist. (Zeng et al.): the retrieved contexts within L2 distance `threshold` of the query, in
+    their order; a context beyond it is dropped, never replaced by a lower-ranked candidate.
+    distances: id -> L2 (the paper's "L2-norm distance"; Zeng et al.'s generate_prompt.py
+    thresholds Chroma's squared L2, the same at 1.0). Their code filters its retrieved top k,
+    which it does not rerank; PAD retrieves 6 and reranks to 3 without saying where Dist. acts.
+    Filtering the reranked top contexts, which the model would otherwise read, is our reading:
+    filtering the 6 candidates first would let a lower-ranked one take a dropped one's place."""
+    return [c for c in context_ids if distances[c] <= threshold]
 
 
 def encode_prompt(tokenizer, text: str, template: str = "plain") -> list[int]:
@@ -148,7 +190,8 @@ def suffix_distributions(
     require(len(prompt) >= 1 and len(suffixes) >= 1, "give a prompt and at least one suffix")
     require(all(len(s) >= 1 for s in suffixes), "every forced suffix needs at least one token")
     counter, device = ForwardCounter(), model.device
-    head = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
+    head = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True,
+                 logits_to_keep=1)  # fmt: skip
     counter.add(1, len(prompt))
     ids, mask = pad_rows(suffixes, pad_id, "right")
     cache = repeat_cache(head.past_key_values, len(suffixes))
@@ -226,19 +269,21 @@ def noise_defenses(
     sweep: bool,
     amplifications: Sequence[float] = (),
     epsilons: Sequence[float] = (),
+    static_sigmas: Sequence[float] = (),
 ) -> dict[str, tuple[str, float, object]]:
     """The noise defenses S2 runs on one corpus, forked from one prefill per prompt.
 
     Args:
         pad: the PAD defense's settings (the table's and every variant's base).
-        static_sigma: the Static defense's noise std.
+        static_sigma: the Static defense's noise std (Table 1's row).
         sweep: whether this is the sweep corpus, which alone runs the ablations and sweeps.
-        amplifications, epsilons: the swept PAD values; the table's own value is not repeated.
+        amplifications, epsilons, static_sigmas: the swept PAD and Static values; the table's own
+            value is not repeated.
 
     Returns:
         {defense: (family, swept value or NaN, noise)}: extraction (no noise), static and pad
         ("table"), then on the sweep corpus no_calib and no_sens ("ablation"),
-        amplification=<a> and epsilon=<e>.
+        amplification=<a>, epsilon=<e> and static=<sigma> ("static").
     """
     out = {
         "extraction": ("table", float("nan"), None),
@@ -256,4 +301,7 @@ def noise_defenses(
     for value in epsilons:
         if value != pad.epsilon:
             out[f"epsilon={value:g}"] = ("epsilon", value, dataclasses.replace(pad, epsilon=value))
+    for value in static_sigmas:
+        if value != static_sigma:
+            out[f"static={value:g}"] = ("static", value, StaticNoise(value))
     return out

@@ -524,6 +524,21 @@ SPECS = (
         unit="attack prompts",
     ),
     Spec(
+        id="s2.pad_emits_fewer_secrets_than_{base}.{corpus}",
+        paper=S2,
+        quote="",
+        where="extends §4.2, Table 1",
+        effect="mean over prompts of the cued secret sum (over the prompt's scored planted "
+        "secrets, the exact probability of emitting each right after its document cue, the cue "
+        "forced), PAD - {base} in {corpus}",
+        direction="-",
+        unit="attack prompts",
+        note="privleak's extension of Table 1's Repeat and ROUGE measures, not a sentence of the "
+        "paper: does PAD lower the probability of emitting the planted secrets at risk, computed "
+        "exactly (forced scoring, the noise integrated by draws per token); every defense is "
+        "scored on the secrets of the retrieved contexts, the same set, so the defenses pair",
+    ),
+    Spec(
         id="s2.pad_ppl_below_extraction.{corpus}",
         paper=S2,
         quote="The perplexity of outputs generated under PAD is generally lower than or "

@@ -12,15 +12,15 @@ of the paper's PPL: the response's mean NLL per token alone under the fixed eval
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from privleak.claims.registry import Finding
+from privleak.claims.registry import NONE, Finding
 from privleak.claims.stats import Estimate, paired_differences, settings_matrix, unit_trends
-from privleak.metrics.rag_leakage import prompt_outcomes, with_fluency
+from privleak.metrics.rag_leakage import cued_secrets, prompt_outcomes, with_fluency
 from privleak.pad import optimal_response_budget
 
 Boot = Callable[..., Estimate]
@@ -31,6 +31,16 @@ OUTCOMES = {
 }  # fmt: skip
 LOG_PPL = "log_ppl"
 PAPER_EVALUATOR = "EleutherAI/pythia-6.9b"  # PAD's evaluation code
+PARAPHRASED = (
+    "Summ. as Zeng et al. define it (summary.style: extract); this run condensed each document "
+    "by paraphrase, ours"
+)
+NO_SENS = (
+    "a No Sens. variant the paper defines: it does not say what replaces Δ_t without the "
+    "sensitivity module and the official code has no such switch; ours sets Δ_t = 1, the "
+    "bound's worst case, which adds at least PAD's noise at every step, so it could leak more "
+    "only by chance"
+)
 
 
 def evaluator_note(evaluator: str) -> str:
@@ -40,19 +50,12 @@ def evaluator_note(evaluator: str) -> str:
     return f"PPL evaluator {evaluator} stands in for PAD's {PAPER_EVALUATOR}"
 
 
-SECRET = (
-    "mean exact log-probability of emitting the prompt's planted secrets right after their "
-    "document cue (secret ESP)"
-)
-
-
 def load(interim: Path, leakage: Mapping) -> dict:
     """Per-prompt outcomes (`prompt_outcomes` with the leakage params) with the evaluator's
     fluency (`with_fluency`), the responses and PAD's default settings, from data/interim/s2."""
     s2 = interim / "s2"
     responses = pd.read_parquet(s2 / "generate" / "responses.parquet")
     units = prompt_outcomes(
-        pd.read_parquet(s2 / "index" / "prompts.parquet"),
         pd.read_parquet(s2 / "index" / "chunks.parquet"),
         pd.read_parquet(s2 / "index" / "secrets.parquet"),
         responses,
@@ -67,6 +70,7 @@ def load(interim: Path, leakage: Mapping) -> dict:
         "evaluator": str(scored["evaluator"].iloc[0]),
         "responses": responses,
         "pad_default": json.loads((s2 / "generate" / "pad_settings.json").read_text()),
+        "summary_style": json.loads((s2 / "generate" / "setup.json").read_text())["summary_style"],
     }
 
 
@@ -111,9 +115,11 @@ def per_token_cost_change(pad: pd.DataFrame, delta: float, lengths) -> np.ndarra
     return np.asarray(change)
 
 
-def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
+def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str, summary_style: str = "extract"):
     """§4.2, Table 1: PAD against every baseline, perplexities (log PPL under `evaluator`), and
-    Static against Dist."""
+    Static against Dist. A Summ. condensed by paraphrase (`summary_style`) is not the paper's:
+    its claims are left inconclusive, saying so."""
+    summ_missing = "" if summary_style == "extract" else PARAPHRASED
     for corpus, frame in table.groupby("corpus"):
         for outcome, (column, label) in OUTCOMES.items():
             for base in ("extraction", "summ", "dist", "static"):
@@ -121,6 +127,7 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
                     "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
                     boot(prompt_differences(frame, base, "pad", column), np.mean),
                     {"base": base, "outcome": outcome, "corpus": corpus, "label": label},
+                    missing=summ_missing if base == "summ" else "",
                 )
         yield Finding(
             "s2.pad_ppl_below_extraction.{corpus}",
@@ -132,6 +139,7 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
             "s2.summ_costs_perplexity.{corpus}",
             boot(prompt_differences(frame, "extraction", "summ", LOG_PPL), np.mean),
             {"corpus": corpus, "evaluator": evaluator},
+            missing=summ_missing,
             note=evaluator_note(evaluator),
         )
         for outcome, column, label in (
@@ -146,15 +154,31 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str):
             )
 
 
-def secret_findings(esp: pd.DataFrame, boot: Boot):
-    """§4.2: PAD against every baseline on the exact probability of emitting a planted secret;
-    per prompt, the mean ln-probability over its secrets (esp: s2_generate's esp table)."""
-    for corpus, frame in esp.groupby("corpus"):
+def secret_findings(
+    esp: pd.DataFrame, boot: Boot, corpora: Sequence[str], summary_style: str = "extract"
+):
+    """Extending §4.2: PAD against every baseline on the cued secret sum (per prompt, the sum
+    over its scored planted secrets of the exact probability of emitting each right after its
+    document cue, `metrics.rag_leakage.cued_secrets`; esp: s2_generate's esp table), paired per
+    prompt: every defense is scored on the same secrets. A corpus without planted secrets (an
+    hf: or file: one) has no effect to estimate."""
+    summ_missing = "" if summary_style == "extract" else PARAPHRASED
+    sums = cued_secrets(esp)
+    for corpus in corpora:
+        frame = sums[sums["corpus"] == corpus]
         for base in ("extraction", "summ", "dist", "static"):
+            fields = {"base": base, "corpus": corpus}
+            if frame.empty:
+                yield Finding(
+                    "s2.pad_emits_fewer_secrets_than_{base}.{corpus}", NONE, fields,
+                    missing="planted secrets (this corpus plants none)",
+                )  # fmt: skip
+                continue
             yield Finding(
-                "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
-                boot(prompt_differences(frame, base, "pad", "logprob"), np.mean),
-                {"base": base, "outcome": "secret", "corpus": corpus, "label": SECRET},
+                "s2.pad_emits_fewer_secrets_than_{base}.{corpus}",
+                boot(prompt_differences(frame, base, "pad", "cued_sum"), np.mean),
+                fields,
+                missing=summ_missing if base == "summ" else "",
             )
 
 
@@ -168,6 +192,7 @@ def sweep_findings(
                 f"s2.{ablation}_leaks_more.{{outcome}}",
                 boot(prompt_differences(sweep, "pad", ablation, column), np.mean),
                 {"outcome": outcome, "label": label, "sweep_corpus": corpus},
+                missing=NO_SENS if ablation == "no_sens" else "",
             )
     for outcome, (column, label) in OUTCOMES.items():
         fill = {"outcome": outcome, "label": label, "sweep_corpus": corpus}
@@ -204,8 +229,12 @@ def findings(frames: dict, boot: Boot, sweep_corpus: str, accounting: Mapping) -
     units, responses = frames["units"], frames["responses"]
     lengths = accounting["lengths"]
     return [
-        *table_findings(units[units["family"] == "table"], boot, frames["evaluator"]),
-        *secret_findings(frames["esp"], boot),
+        *table_findings(
+            units[units["family"] == "table"], boot, frames["evaluator"], frames["summary_style"]
+        ),  # fmt: skip
+        *secret_findings(
+            frames["esp"], boot, sorted(set(units["corpus"])), frames["summary_style"]
+        ),
         *sweep_findings(
             units[units["corpus"] == sweep_corpus],
             sweep_corpus,

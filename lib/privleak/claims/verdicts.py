@@ -20,6 +20,7 @@ from privleak.errors import require
 REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
 VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
 DIRECTIONS = ("+", "-")  # the paper says the effect is above (+) or below (-) the null
+NO_SENTENCE = "no paper sentence: privleak's extension"  # a claim whose spec quotes nothing
 
 
 @dataclass(frozen=True)
@@ -194,9 +195,9 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
     ]
     for row in frame.itertuples():
         interval = f"{_show(row.effect)} [{_show(row.ci_low)}, {_show(row.ci_high)}]"
-        quote = row.quote.replace("|", "\\|")
+        quote = f"“{row.quote}”".replace("|", "\\|") if row.quote else NO_SENTENCE
         lines.append(
-            f"| {row.id} | {row.where} | “{quote}” | {row.direction} {_show(row.null)} | "
+            f"| {row.id} | {row.where} | {quote} | {row.direction} {_show(row.null)} | "
             f"{interval} | **{row.verdict}** |"
         )
     lines += ["", "## Effects, units and notes", ""]

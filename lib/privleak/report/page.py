@@ -13,6 +13,7 @@ import jinja2
 import pandas as pd
 import yaml
 
+from privleak.claims.verdicts import NO_SENTENCE
 from privleak.pipeline import params as params_module
 from privleak.report import cards, ours
 from privleak.report.papers import Paper
@@ -68,6 +69,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["shown"] = shown
+    env.globals["NO_SENTENCE"] = NO_SENTENCE
     return env
 
 

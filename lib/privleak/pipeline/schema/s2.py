@@ -70,9 +70,18 @@ class S2PAD(Strict):  # privleak.pad.PADSettings
     weights: Annotated[list[Annotated[float, NON_NEGATIVE]], Field(min_length=3, max_length=3)]
 
 
-class S2Sweeps(Strict):  # Figs. 4-5
+STATIC_SIGMA_MAX = 1e30  # privleak.pad.STATIC_SIGMA_MAX: float32 logits overflow beyond it
+STATIC_SIGMA = Rule(
+    lambda v: is_number(v) and 0 < v <= STATIC_SIGMA_MAX,
+    f"a number in (0, {STATIC_SIGMA_MAX:g}] (float32 logits overflow beyond it)",
+    number=True,
+)
+
+
+class S2Sweeps(Strict):  # Figs. 4-5, and Static's noise beside its Table 1 row
     amplifications: list_of(Annotated[float, NON_NEGATIVE], unique=True)
     epsilons: list_of(Annotated[float, POSITIVE], unique=True)
+    static_sigmas: list_of(Annotated[float, STATIC_SIGMA], unique=True)
 
 
 class S2Distance(Strict):  # Dist.: L2 thresholds (the paper sweeps 0-1.2)
@@ -86,8 +95,14 @@ class S2Distance(Strict):  # Dist.: L2 thresholds (the paper sweeps 0-1.2)
         return self
 
 
-class S2Summary(Strict):
-    max_new_tokens: Annotated[int, COUNT]
+class S2Summary(Strict):  # Summ.'s condensation step (pad_rag.SUMMARY_STYLES)
+    style: Annotated[str, one_of("extract", "paraphrase")]
+    max_new_tokens: Annotated[int, COUNT]  # no smaller than the response budget
+
+
+class S2Length(Strict):  # s2_length: the same prompts answered longer
+    prompts: Annotated[int, COUNT]  # per corpus
+    max_new_tokens: Annotated[int, COUNT]  # more than decoding.max_new_tokens
 
 
 class S2ESP(Strict):
@@ -97,12 +112,6 @@ class S2ESP(Strict):
     draws: Annotated[int, COUNT]  # noise samples per token
 
 
-STATIC_SIGMA_MAX = 1e30  # privleak.pad.STATIC_SIGMA_MAX: float32 logits overflow beyond it
-STATIC_SIGMA = Rule(
-    lambda v: is_number(v) and 0 < v <= STATIC_SIGMA_MAX,
-    f"a number in (0, {STATIC_SIGMA_MAX:g}] (float32 logits overflow beyond it)",
-    number=True,
-)
 ALPHA = Rule(lambda v: is_number(v) and v > 1, "a finite number > 1", number=True)
 
 
@@ -145,6 +154,7 @@ class S2(Strict):
     sweeps: S2Sweeps
     distance: S2Distance
     summary: S2Summary
+    length: S2Length
     esp: S2ESP
     accounting: S2Accounting
     leakage: S2Leakage
@@ -179,4 +189,16 @@ class S2(Strict):
         if self.decoding.min_new_tokens > self.decoding.max_new_tokens:
             raise fail(f"must be <= max_new_tokens ({self.decoding.max_new_tokens})",
                         "decoding.min_new_tokens", value=self.decoding.min_new_tokens)  # fmt: skip
+        if self.length.max_new_tokens <= self.decoding.max_new_tokens:
+            raise fail(
+                f"must be > decoding.max_new_tokens ({self.decoding.max_new_tokens}): it is the "
+                "longer length",
+                "length.max_new_tokens", value=self.length.max_new_tokens,
+            )  # fmt: skip
+        if self.summary.max_new_tokens < self.decoding.max_new_tokens:
+            raise fail(
+                f"must be >= decoding.max_new_tokens ({self.decoding.max_new_tokens}): Zeng et "
+                "al. condense with the response's budget",
+                "summary.max_new_tokens", value=self.summary.max_new_tokens,
+            )  # fmt: skip
         return self
