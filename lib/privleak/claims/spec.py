@@ -1,0 +1,27 @@
+"""A claim spec (one kind of claim of the catalogue) and the papers' labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+S0 = "S0 (Flemings et al.)"
+S1 = "S1 (Tiwari & Suh)"
+S2 = "S2 (Wang et al.)"
+S3 = "S3 (Safe generation in multi-domain dialogs)"
+S4 = "S4 (Grislain)"
+MIA = "MIA (standard findings)"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One kind of claim. null None: the estimator gives the null (it depends on the data)."""
+
+    id: str
+    paper: str
+    quote: str
+    where: str
+    effect: str
+    direction: str
+    unit: str
+    null: float | None = 0.0
+    note: str = ""
