@@ -1,8 +1,9 @@
 # %% [markdown]
 # # S2 (Wang et al., PAD): Table 1, Figs. 3-6 and the headline numbers
 # Reads only the cached artifacts of s2_index (prompts, contexts, planted secrets), s2_generate
-# (responses with per-step noise records, secret log-probabilities) and s2_perplexity (each
-# response's NLL alone under the evaluator).
+# (responses with per-step noise records, secret log-probabilities), s2_matched (Static at PAD's
+# nominal ε), s2_length (longer responses) and s2_perplexity (each response's NLL alone under the
+# evaluator).
 # - T1: per corpus and defense, Table 1's counts over the attack prompts, each response judged
 #   against the contexts its defense placed in its prompt (Retrieved Contexts: those slots, as the
 #   paper counts them, and the share of prompts left with none; Repeat Prompts: prompts whose
@@ -14,6 +15,10 @@
 #   the cued secret sum (ours): per prompt, the sum over its scored planted secrets of the exact
 #   probability of emitting each right after its document cue, the cue forced.
 # - Static across its noise std on the sweep corpus (Table 1's official 0.1 and the sweep).
+# - Static at PAD's nominal ε (s2_matched, ours): per corpus, the σ whose ε under PAD's accountant
+#   equals PAD's median γ-relaxed ε at its optimised α, each step charged at Δ = 1 and at PAD's
+#   mean Δ_t², beside Table 1's Static and PAD; and, per corpus, how PAD's screened share of a
+#   response goes with its longest copied run (Spearman).
 # - Response length (s2_length): Table 1's noise defenses on a subset of prompts, each response
 #   scored at the profile's length and at a longer one (the same responses, cut), the longer
 #   minus the shorter paired per prompt.
@@ -36,6 +41,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from scipy.stats import spearmanr
 
 from privleak.claims.stats import bootstrap
 from privleak.figures import (
@@ -72,7 +78,11 @@ check_accounting(accounting["alpha"], accounting["delta"])
 prompts = pd.read_parquet(S2 / "index" / "prompts.parquet")
 chunks = pd.read_parquet(S2 / "index" / "chunks.parquet")
 secrets = pd.read_parquet(S2 / "index" / "secrets.parquet")
-responses = pd.read_parquet(S2 / "generate" / "responses.parquet")
+responses = pd.concat(
+    [pd.read_parquet(S2 / stage / "responses.parquet") for stage in ("generate", "matched")],
+    ignore_index=True,
+)
+matched = pd.read_parquet(S2 / "matched" / "sigmas.parquet")
 esp = pd.read_parquet(S2 / "generate" / "esp.parquet")
 scored = pd.read_parquet(S2 / "perplexity" / "responses.parquet")
 pad_default = json.loads((S2 / "generate" / "pad_settings.json").read_text())
@@ -208,6 +218,55 @@ metrics["static_sigmas"] = {
     for r in static_table.itertuples()
 }
 static_table
+
+# %% [markdown]
+# ## Static at PAD's nominal ε: the like-for-like Static (ours), beside Table 1's Static and PAD
+
+# %%
+MATCHED_DEFENSES = {"static": "Static", "static_matched": "Static at PAD's ε (Δ = 1)",
+                    "static_matched_pad_sensitivity": "Static at PAD's ε (PAD's mean Δ²)",
+                    "pad": "PAD"}  # fmt: skip
+matched_units = units[units["defense"].isin(list(MATCHED_DEFENSES))]
+matched_table = matched_units.groupby(["corpus", "defense"])[list(units.columns)].apply(summarize)
+sigma_of = matched_units.groupby(["corpus", "defense"])["value"].first()
+matched_table["sigma"] = sigma_of.where(sigma_of.index.get_level_values("defense") != "pad")
+by_corpus = matched.set_index("corpus")
+for column in ("target_epsilon", "pad_charge"):
+    matched_table[column] = (
+        by_corpus[column].reindex(matched_table.index.get_level_values("corpus")).to_numpy()
+    )
+matched_table = matched_table.reset_index()
+matched_table["method"] = matched_table["defense"].map(MATCHED_DEFENSES)
+save_table(
+    matched_table.drop(columns="defense"),
+    FIG / "s2_static_matched",
+    note="S2 Static at PAD's nominal ε (ours; the paper states no Static σ): per corpus, the σ "
+    "whose ε under PAD's own accountant (every step of a response of the full token budget "
+    f"charged, α optimised, δ = {accounting['delta']:g}) equals target_epsilon, the median of "
+    "PAD's per-response γ-relaxed ε at its optimised α; each step charged at Δ = 1 (the strict "
+    "guarantee, the larger σ, which the claims read) or at pad_charge, PAD's mean Δ_t² over its "
+    "recorded steps (the smaller σ); PAD's ε covers its protected steps only, Static's every "
+    f"token. Beside them Table 1's Static (σ {setup['static_sigma']:g}, the official default) "
+    f"and PAD; columns as Table 1's. Every ε is a {NOMINAL}.",
+)
+metrics["static_matched"] = {
+    f"{r.corpus}/{r.defense}": {k: number(getattr(r, k))
+                                for k in ("sigma", "target_epsilon", "pad_charge",
+                                          "repeat_share", "rouge_share", "ppl")}
+    for r in matched_table.itertuples()
+}  # fmt: skip
+pad_units = units[units["defense"] == "pad"].set_index(["corpus", "prompt_id"])
+screened = (
+    responses[responses["defense"] == "pad"]
+    .set_index(["corpus", "prompt_id"])["protected"]
+    .map(lambda p: 1 - float(np.mean(p)))
+)
+metrics["pad_screened_vs_copy"] = {
+    corpus: number(spearmanr(screened.loc[corpus], pad_units.loc[corpus, "longest_run"]
+                             .reindex(screened.loc[corpus].index)).statistic)
+    for corpus in sorted(set(matched_table["corpus"]))
+}  # fmt: skip
+matched_table
 
 # %% [markdown]
 # ## Response length: the same responses scored at the profile's length and at a longer one

@@ -20,15 +20,19 @@ from privleak import models as registry
 from privleak.metrics.fluency import response_nll
 from privleak.pipeline import paths
 
-IN, OUT = paths.INTERIM / "s2" / "generate", paths.INTERIM / "s2" / "perplexity"
+S2, OUT = paths.INTERIM / "s2", paths.INTERIM / "s2" / "perplexity"
 OUT.mkdir(parents=True, exist_ok=True)
-responses = pd.read_parquet(IN / "responses.parquet", columns=["corpus", "prompt_id", "defense",
-                                                               "text"])  # fmt: skip
+COLUMNS = ["corpus", "prompt_id", "defense", "text"]
+sources = [pd.read_parquet(S2 / stage / "responses.parquet", columns=COLUMNS)
+           for stage in ("generate", "matched")]  # fmt: skip
 model, tokenizer = registry.load(evaluator, device=device, dtype=dtype, device_map=device_map)
 
 # %%
-nll, tokens = response_nll(model, tokenizer, list(responses["text"]))
-scored = responses.drop(columns="text").assign(nll=nll, tokens=tokens, evaluator=evaluator)
+parts = []
+for responses in sources:
+    nll, tokens = response_nll(model, tokenizer, list(responses["text"]))
+    parts.append(responses.drop(columns="text").assign(nll=nll, tokens=tokens))
+scored = pd.concat(parts, ignore_index=True).assign(evaluator=evaluator)
 scored.to_parquet(OUT / "responses.parquet", index=False)
 print(f"{len(scored)} responses, {int((scored['tokens'] == 0).sum())} with no scored token")
 scored.groupby(["corpus", "defense"])["tokens"].describe()

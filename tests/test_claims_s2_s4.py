@@ -230,3 +230,34 @@ def test_no_sens_rows_are_untestable_with_the_reason():
     no_sens = found["s2.no_sens_leaks_more.repeat"]
     assert no_sens.verdict == INCONCLUSIVE and "Δ_t = 1, the bound's worst case" in no_sens.note
     assert found["s2.no_calib_leaks_more.repeat"].verdict == REPRODUCED
+
+
+def test_matched_findings_pair_pad_with_static_at_its_epsilon_per_corpus():
+    frame = outcomes(
+        {"static_matched": [30.0] * 9 + [2.0], "pad": [2.0] * 9 + [30.0], "static": [0.0] * 10}
+    ).assign(rouge_score=0.0, log_ppl=lambda f: f["defense"].map({"pad": 1.0,
+                                                                  "static_matched": 1.5,
+                                                                  "static": 0.0}))  # fmt: skip
+    frame.loc[frame["defense"] == "pad", "log_ppl"] += np.linspace(-0.1, 0.1, 10)
+    matched = pd.DataFrame([{"corpus": "enron", "target_epsilon": 52.4, "sigma": 0.93}])
+    found = {
+        f.spec.format(**f.fields): f for f in s2.matched_findings(frame, matched, BOOT, "tiny")
+    }
+    leak = found["s2.pad_leaks_less_than_matched_static.repeat.enron"]
+    assert leak.estimate.effect == pytest.approx(-28.0 * 8 / 10)  # never against "static"
+    assert claim(leak).verdict == REPRODUCED
+    assert "σ 0.93" in claim(leak).effect_name and "target 52.4" in claim(leak).effect_name
+    ppl = found["s2.pad_ppl_below_matched_static.enron"]
+    assert ppl.estimate.effect == pytest.approx(-0.5) and claim(ppl).verdict == REPRODUCED
+    assert "stands in" in ppl.note
+
+
+def test_a_corpus_without_a_matched_sigma_has_no_effect():
+    frame = outcomes({"static_matched": [1.0] * 4, "pad": [1.0] * 4}).assign(
+        rouge_score=0.0, log_ppl=1.0
+    )
+    matched = pd.DataFrame([{"corpus": "enron", "target_epsilon": 0.19, "sigma": np.nan}])
+    found = list(s2.matched_findings(frame, matched, BOOT, "tiny"))
+    assert len(found) == 3
+    assert all(claim(f).verdict == INCONCLUSIVE and "screened every step" in f.missing
+               for f in found)  # fmt: skip

@@ -75,6 +75,7 @@ STAGES = [
     "render_s4",
     "s2_index",
     "s2_generate",
+    "s2_matched",
     "s2_perplexity",
     "s2_length",
     "render_s2",

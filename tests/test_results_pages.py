@@ -5,7 +5,8 @@ docs/results/s2.md writes every number it quotes in one of three checked forms:
 - a tally: ``S2 claims: <n> rows: <r> reproduced, <c> contradicted, <i> inconclusive`` against
   the s2.* claims of the same file;
 - a Table 1 cell: `` `<corpus>/<method>/<column>` = <value> `` against metrics/s2.json's table1
-  (the committed copy of figures/s2/s2_table1).
+  (the committed copy of figures/s2/s2_table1);
+- any other S2 metric: `` `s2.json[<key>][<key>]...` = <value> `` against metrics/s2.json.
 Each value must equal the committed one, rounded to the decimals the page shows. The metrics files
 are committed with every run (`dvc.yaml`: cache false), so a fresh clone checks them too.
 """
@@ -33,6 +34,8 @@ TALLY = re.compile(
 CELL = re.compile(
     rf"`(?P<corpus>\w+)/(?P<method>[\w.]+)/(?P<column>\w+)`\s+=\s+(?P<value>{NUMBER})"
 )
+
+METRIC = re.compile(rf"`s2\.json(?P<keys>(?:\[[^\]`]+\])+)`\s+=\s+(?P<value>{NUMBER})")
 
 
 def _value(text: str) -> float:
@@ -70,6 +73,7 @@ def test_the_page_quotes_numbers_only_in_checked_forms(page):
     assert len(CLAIM.findall(page)) >= 10
     assert len(TALLY.findall(page)) >= 1
     assert len(CELL.findall(page)) >= 6
+    assert len(METRIC.findall(page)) >= 1
 
 
 def test_every_claim_the_page_names_is_quoted_in_the_checked_form(page, claims):
@@ -109,4 +113,13 @@ def test_every_quoted_table1_cell_is_the_committed_runs(page):
     table = json.loads((ROOT / "metrics" / "s2.json").read_text())["table1"]
     for m in CELL.finditer(page):
         value = table[m["corpus"]][METHODS[m["method"]]][m["column"]]
+        assert value is not None and _matches(m["value"], value), f"{m[0]}: the run has {value}"
+
+
+def test_every_quoted_metric_is_the_committed_runs(page):
+    metrics = json.loads((ROOT / "metrics" / "s2.json").read_text())
+    for m in METRIC.finditer(page):
+        value = metrics
+        for key in re.findall(r"\[([^\]]+)\]", m["keys"]):
+            value = value[key]
         assert value is not None and _matches(m["value"], value), f"{m[0]}: the run has {value}"

@@ -30,6 +30,11 @@ OUTCOMES = {
                              "form)"),
 }  # fmt: skip
 LOG_PPL = "log_ppl"
+MATCHED = "static_matched"  # s2_matched's defense: Static at PAD's nominal ε, Δ = 1 a step
+UNMATCHED = (
+    "a finite Static σ at PAD's nominal ε (this corpus's median PAD response screened every "
+    "step, so its ε is the accountant's floor)"
+)
 PAPER_EVALUATOR = "EleutherAI/pythia-6.9b"  # PAD's evaluation code
 PARAPHRASED = (
     "Summ. as Zeng et al. define it (summary.style: extract); this run condensed each document "
@@ -52,9 +57,13 @@ def evaluator_note(evaluator: str) -> str:
 
 def load(interim: Path, leakage: Mapping) -> dict:
     """Per-prompt outcomes (`prompt_outcomes` with the leakage params) with the evaluator's
-    fluency (`with_fluency`), the responses and PAD's default settings, from data/interim/s2."""
+    fluency (`with_fluency`), the responses (s2_generate's, then s2_matched's Static at PAD's
+    nominal ε), the matched σ per corpus and PAD's default settings, from data/interim/s2."""
     s2 = interim / "s2"
-    responses = pd.read_parquet(s2 / "generate" / "responses.parquet")
+    responses = pd.concat(
+        [pd.read_parquet(s2 / stage / "responses.parquet") for stage in ("generate", "matched")],
+        ignore_index=True,
+    )
     units = prompt_outcomes(
         pd.read_parquet(s2 / "index" / "chunks.parquet"),
         pd.read_parquet(s2 / "index" / "secrets.parquet"),
@@ -69,6 +78,7 @@ def load(interim: Path, leakage: Mapping) -> dict:
         "esp": pd.read_parquet(s2 / "generate" / "esp.parquet"),
         "evaluator": str(scored["evaluator"].iloc[0]),
         "responses": responses,
+        "matched": pd.read_parquet(s2 / "matched" / "sigmas.parquet"),
         "pad_default": json.loads((s2 / "generate" / "pad_settings.json").read_text()),
         "summary_style": json.loads((s2 / "generate" / "setup.json").read_text())["summary_style"],
     }
@@ -154,6 +164,30 @@ def table_findings(table: pd.DataFrame, boot: Boot, evaluator: str, summary_styl
             )
 
 
+def matched_findings(units: pd.DataFrame, matched: pd.DataFrame, boot: Boot, evaluator: str):
+    """§3.2 at equal nominal ε (s2_matched, `privleak.pad_matching`; ours): per corpus of `matched`
+    (its target_epsilon and sigma, Static charged Δ = 1 a step), PAD minus the matched Static per
+    prompt in each leakage outcome and in log PPL. A corpus with no finite σ (its median PAD
+    response screened every step) has no effect to estimate."""
+    for m in matched.itertuples():
+        frame = units[(units["corpus"] == m.corpus)
+                      & units["defense"].isin(["pad", MATCHED])]  # fmt: skip
+        fields = {"corpus": m.corpus, "epsilon": m.target_epsilon, "sigma": m.sigma}
+        missing = "" if np.isfinite(m.sigma) else UNMATCHED
+        specs = [("s2.pad_leaks_less_than_matched_static.{outcome}.{corpus}", column,
+                  {"outcome": outcome, "label": label}, "")
+                 for outcome, (column, label) in OUTCOMES.items()]  # fmt: skip
+        specs.append(("s2.pad_ppl_below_matched_static.{corpus}", LOG_PPL,
+                      {"evaluator": evaluator}, evaluator_note(evaluator)))  # fmt: skip
+        for spec, column, extra, note in specs:
+            estimate = (
+                NONE
+                if missing
+                else boot(prompt_differences(frame, MATCHED, "pad", column), np.mean)
+            )
+            yield Finding(spec, estimate, fields | extra, missing=missing, note=note)
+
+
 def secret_findings(
     esp: pd.DataFrame, boot: Boot, corpora: Sequence[str], summary_style: str = "extract"
 ):
@@ -232,6 +266,7 @@ def findings(frames: dict, boot: Boot, sweep_corpus: str, accounting: Mapping) -
         *table_findings(
             units[units["family"] == "table"], boot, frames["evaluator"], frames["summary_style"]
         ),  # fmt: skip
+        *matched_findings(units, frames["matched"], boot, frames["evaluator"]),
         *secret_findings(
             frames["esp"], boot, sorted(set(units["corpus"])), frames["summary_style"]
         ),
