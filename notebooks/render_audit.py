@@ -6,13 +6,15 @@
 # - audited_token: the exact worst-case token loss over the whole vocabulary at every prefix the
 #   candidates visit, against the per-token epsilon (DP-ICL, bounded CID);
 # - audited_response: the largest |ln P_D'(y) / P_D(y)| over the candidates;
-# - wb_epsilon_low: a 95 % lower bound on the response epsilon at the claimed delta from the
+# - wb_epsilon_low: a lower bound on the response epsilon at the claimed delta from the
 #   sampled outputs' losses; hs_*: the hockey-stick divergence at the claimed epsilon, with its
 #   interval;
 # - bb_*: the black-box test (the secret's ROUGE-L recall in a response, threshold chosen on
 #   half the samples, evaluated on the other half) and its Clopper-Pearson epsilon lower bound,
 #   pooled over canaries.
-# A variant is flagged when an audited bound lies above its claim. The broken controls must be
+# A variant is flagged when an audited bound lies above its claim. Its `tests` statistical tests
+# each run at `alpha_per_test` = alpha / tests (Bonferroni), so the flag as a whole holds at
+# 1 - alpha (95 %); the exact bounds need no share. The broken controls must be
 # flagged and the correct DP-RAG must not: `controls_ok` in metrics/audit.json says whether both
 # hold. Every bound is over the audited pairs only: a mechanism that is not flagged has not been
 # proven private.
@@ -50,7 +52,9 @@ save_table(
     table,
     FIG / "audit_table",
     note="Nominal ε (what each variant claims; a broken control claims its correct twin's) beside "
-    "95 % lower bounds from the audit over the audited neighbouring pairs. audited_token: exact "
+    "lower bounds from the audit over the audited neighbouring pairs, each of a variant's `tests` "
+    f"statistical tests at alpha_per_test = {alpha:g} / tests (Bonferroni), so each flag holds "
+    f"at {1 - alpha:.0%} as a whole; the exact bounds need no share. audited_token: exact "
     "worst-case token loss (whole vocabulary, every visited prefix); audited_response: largest "
     "|loss| of a candidate; wb_epsilon_low: from sampled outputs' losses at the claimed δ; hs_*: "
     "hockey-stick divergence at the nominal ε with its interval; bb_*: black-box test (secret's "
@@ -90,6 +94,17 @@ metrics = {
     "audited_token": finite("audited_token"),
     "wb_epsilon_low": finite("wb_epsilon_low"),
     "bb_epsilon_low": finite("bb_epsilon_low"),
+    "nominal_token": finite("nominal_token"),
+    "nominal_response": finite("nominal_response"),
+    "audited_response": finite("audited_response"),
+    "nominal_relaxed": finite("nominal_relaxed"),
+    "nominal_paper": finite("nominal_paper"),
+    "nominal_epsilon": finite("nominal_epsilon"),
+    "wb_relaxed_low": finite("wb_relaxed_low"),
+    "event_relaxed_low": finite("event_relaxed_low"),
+    "tests": finite("tests"),
+    "alpha_per_test": finite("alpha_per_test"),
+    "canaries": finite("canaries"),
 }
 paths.METRICS.mkdir(parents=True, exist_ok=True)
 (paths.METRICS / "audit.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")

@@ -245,6 +245,9 @@ def test_the_controls_broken_variants_are_flagged_and_the_correct_dp_rag_never(l
         ]
     )
     table = summarise(rows, claims_of("dp_rag", claimed)).set_index("variant")
+    # an (epsilon, delta) claim with samples on both sides: 2 directions x (loss bound,
+    # hockey-stick) and the black-box test share the flag's 0.05
+    assert table.loc["ok", "tests"] == 5 and table.loc["ok", "alpha_per_test"] == 0.01
     assert not table.loc["ok", "flagged"], table.loc["ok", "flagged_by"]
     assert table.loc["ok", "audited_token"] <= 0.5 * (1 + TOLERANCE)
     assert table.loc["broken", "flagged"] and "token" in table.loc["broken", "flagged_by"]

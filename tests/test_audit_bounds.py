@@ -22,6 +22,7 @@ from privleak.audit.bounds import (
     hockey_stick,
     loss_epsilon_bound,
 )
+from privleak.audit.table import statistical_tests
 from privleak.errors import PrivleakError
 
 
@@ -151,3 +152,38 @@ def test_one_gaussian_of_mu_equals_composing_the_steps_one_by_one():
     assert gaussian_pld_epsilon(mu, delta) == pytest.approx(
         composed.get_epsilon_for_delta(delta), rel=1e-2
     )
+
+
+@pytest.mark.parametrize(
+    ("inside", "outside", "sampled", "relaxed", "tests"),
+    [
+        (6, 6, True, False, 5),  # DP-RAG: 2 directions x (loss bound, hockey-stick) + black-box
+        (6, 6, True, True, 7),  # PAD: + the γ-relaxed loss bound in each direction
+        (6, 6, False, False, 1),  # a pure per-token claim (bounded CID): the black-box test only
+        (1, 6, True, False, 4),  # one sample inside: no black-box test
+        (0, 6, True, True, 3),  # one direction sampled
+        (0, 0, True, True, 0),
+    ],
+)
+def test_the_flag_shares_alpha_over_every_statistical_test_it_takes(
+    inside, outside, sampled, relaxed, tests
+):
+    assert statistical_tests(inside, outside, sampled, relaxed) == tests
+
+
+def test_bonferroni_keeps_the_flag_of_a_correct_gaussian_at_alpha():
+    """A correct Gaussian mechanism audited by two one-sided sampled-loss bounds, each at
+    alpha / 2: the flag (either bound above the true ε) fires in at most alpha of the trials."""
+    mu, delta, alpha, m, trials = 1.0, 1e-3, 0.05, 400, 400
+    true_eps = brentq(
+        lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta,
+        0.0,
+        20.0,
+    )
+    rng = np.random.default_rng(0)
+    flags = 0
+    for _ in range(trials):
+        bounds = [loss_epsilon_bound(rng.normal(mu**2 / 2, mu, m), delta, alpha / 2)
+                  for _ in range(2)]  # fmt: skip
+        flags += any(b > true_eps for b in bounds if not math.isnan(b))
+    assert flags / trials <= alpha

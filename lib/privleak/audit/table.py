@@ -21,7 +21,12 @@ Audited (each a lower bound on the true quantity over the audited pairs):
 - bb_*: the black-box test (the secret's ROUGE-L recall in the response) and its epsilon bound,
   pooled over canaries (a bound valid for each pair holds for their average).
 A variant is flagged when an audited bound exceeds its claim beyond float tolerance
-(`TOLERANCE`, relative), or the hockey-stick interval lies above delta.
+(`TOLERANCE`, relative), or the hockey-stick interval lies above delta. The flag is one test made
+of several: each statistical test a variant runs (each direction of the sampled-loss bound and of
+the hockey-stick interval, the γ-relaxed sampled-loss bound's directions, the black-box test)
+runs at alpha / k, k the number of them (Bonferroni; `tests`, `alpha_per_test`), so a correct
+variant is flagged by any of them with probability at most alpha. The exact bounds (token,
+response, event) need no share.
 """
 
 from __future__ import annotations
@@ -151,6 +156,15 @@ def _sampled_bounds(
     return low, max((hockey_stick(p, epsilon, alpha) for p in parts), key=lambda h: h.estimate)
 
 
+def statistical_tests(inside: int, outside: int, sampled: bool, relaxed: bool) -> int:
+    """How many statistical tests can flag a variant with `inside` and `outside` own samples:
+    per sampled direction (a side with a sample) the loss bound and the hockey-stick interval
+    when an (epsilon, delta) claim is audited (`sampled`), and the γ-relaxed loss bound
+    (`relaxed`, PAD); and the black-box test when each side has >= 2 samples."""
+    directions = int(inside > 0) + int(outside > 0)
+    return directions * (2 * sampled + relaxed) + int(inside >= 2 and outside >= 2)
+
+
 def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
     loss = losses(frame)
     own = frame["origin"] == frame["variant"]
@@ -172,6 +186,10 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
         row |= pad_nominal(frame, claim.delta)
         epsilon = row["nominal_pld"]
     row["nominal_epsilon"] = epsilon
+    row["tests"] = statistical_tests(
+        int(inside.sum()), int(outside.sum()), epsilon is not None, "nominal_relaxed" in row
+    )
+    row["alpha_per_test"] = alpha = alpha / max(row["tests"], 1)
     flags = []
     if _exceeds(row["audited_token"], claim.token_epsilon):
         flags.append("token")
