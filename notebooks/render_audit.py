@@ -14,10 +14,10 @@
 #   pooled over canaries.
 # A variant is flagged when an audited bound lies above its claim. Its `tests` statistical tests
 # each run at `alpha_per_test` = alpha / tests (Bonferroni), so the flag as a whole holds at
-# 1 - alpha (95 %); the exact bounds need no share. The broken controls must be
-# flagged and the correct DP-RAG must not: `controls_ok` in metrics/audit.json says whether both
-# hold. Every bound is over the audited pairs only: a mechanism that is not flagged has not been
-# proven private.
+# 1 - alpha (95 %); the exact bounds need no share. The broken controls must be flagged and the
+# correct DP-RAG and bounded CID, whose token laws are exact, must not: `controls_ok` in
+# metrics/audit.json says whether both hold. Every bound is over the audited pairs only: a
+# mechanism that is not flagged has not been proven private.
 
 # %% tags=["parameters"]
 figures = {"formats": ["png", "pdf"]}
@@ -78,7 +78,8 @@ for mechanism in MECHANISMS:
 # ## Headline metrics
 
 # %%
-correct_dp_rag = table[(table["mechanism"] == "dp_rag") & ~table["broken"]]
+# the mechanisms whose audit is exact: a correct variant flagged is a false flag
+never_flagged = table[table["mechanism"].isin(["dp_rag", "cid"]) & ~table["broken"]]
 controls = table[table["broken"]]
 
 
@@ -89,7 +90,7 @@ def finite(column: str) -> dict[str, float]:
 
 
 metrics = {
-    "controls_ok": bool(controls["flagged"].all() and not correct_dp_rag["flagged"].any()),
+    "controls_ok": bool(controls["flagged"].all() and not never_flagged["flagged"].any()),
     "flagged": {f"{r.mechanism}/{r.variant}": bool(r.flagged) for r in table.itertuples()},
     "audited_token": finite("audited_token"),
     "wb_epsilon_low": finite("wb_epsilon_low"),
