@@ -261,11 +261,22 @@ screened = (
     .set_index(["corpus", "prompt_id"])["protected"]
     .map(lambda p: 1 - float(np.mean(p)))
 )
+
+
+def screened_vs_copy(corpus: str) -> dict:
+    """Spearman's ρ between PAD's screened share of a response and its longest copied run, with
+    a 95 % bootstrap interval over the corpus's responses."""
+    pairs = np.column_stack([screened.loc[corpus],
+                             pad_units.loc[corpus, "longest_run"]
+                             .reindex(screened.loc[corpus].index)])  # fmt: skip
+    rho = bootstrap(pairs, lambda rows: spearmanr(rows[:, 0], rows[:, 1]).statistic,
+                    n_boot=BOOTSTRAP["n_boot"], seed=BOOTSTRAP["seed"])  # fmt: skip
+    return {"rho": number(rho.effect), "low": number(rho.low), "high": number(rho.high)}
+
+
 metrics["pad_screened_vs_copy"] = {
-    corpus: number(spearmanr(screened.loc[corpus], pad_units.loc[corpus, "longest_run"]
-                             .reindex(screened.loc[corpus].index)).statistic)
-    for corpus in sorted(set(matched_table["corpus"]))
-}  # fmt: skip
+    c: screened_vs_copy(c) for c in sorted(set(matched_table["corpus"]))
+}
 matched_table
 
 # %% [markdown]
