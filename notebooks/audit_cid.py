@@ -28,7 +28,7 @@ audit = {
     "canaries": {"source": "synthetic:medical_dirichlet", "count": 1, "documents": 2, "n": 40,
                  "options": {"diseases": 5, "concentration": 0.5, "rare_details": 2}},
     "lm_dtype": None,
-    "samples": 4, "max_new_tokens": 6, "alpha": 0.05, "batch_rows": 64, "draws": 4,
+    "samples": 4, "max_new_tokens": 6, "alpha": 0.05, "batch_rows": 64,
     "controls": {"dp_rag_sensitivity_divisor": 4.0, "pad_sigma_divisor": 10.0},
 }  # fmt: skip
 max_batch_streams = 16

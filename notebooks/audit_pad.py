@@ -10,8 +10,10 @@
 # claim audited here is the largest all-steps epsilon over the audited outputs, under the
 # tightest accountant (the privacy-loss distribution of the composed Gaussian; RDP with alpha
 # optimised, PRV and the paper's gamma-relaxed epsilon at alpha 10 beside it). The privacy loss
-# of a candidate integrates the noise per token with `draws` hashed draws (the same draws for D
-# and D'). Candidates: the secret, the undefended greedy response with D', and `samples` PAD
+# of a candidate integrates the noise per token exactly (`privleak.audit.pad_law`: certified
+# lower and upper bounds on each token's probability, no Monte-Carlo error), and each position
+# records the realised logit shift between D and D' beside the Delta_t that PAD assumes bounds
+# it. Candidates: the secret, the undefended greedy response with D', and `samples` PAD
 # responses under D' and under D for each epsilon of S2's sweep. Broken control: PAD at the
 # table's epsilon with sigma / `controls.pad_sigma_divisor` (the amplification divided), claiming
 # the correct sigma's epsilon. The LM runs in `audit.lm_dtype`, else S2's `lm_dtype`, else models'
@@ -35,7 +37,7 @@ audit = {
     "canaries": {"source": "synthetic:medical_dirichlet", "count": 1, "documents": 2, "n": 40,
                  "options": {"diseases": 5, "concentration": 0.5, "rare_details": 2}},
     "lm_dtype": None,
-    "samples": 4, "max_new_tokens": 6, "alpha": 0.05, "batch_rows": 64, "draws": 4,
+    "samples": 4, "max_new_tokens": 6, "alpha": 0.05, "batch_rows": 64,
     "controls": {"dp_rag_sensitivity_divisor": 4.0, "pad_sigma_divisor": 10.0},
 }  # fmt: skip
 
@@ -87,7 +89,7 @@ mechanism = Mechanism(
         max_batch_streams=decoding["max_batch_streams"], forward_mode=decoding["forward_mode"]),
     score=lambda canary, candidates, subsets: pairs.pad_scores(
         model, tokenizer, canary, "replace", template, variants, candidates, subsets=subsets,
-        temperature=temperature, draws=audit["draws"], seed=seed, batch_rows=audit["batch_rows"]),
+        temperature=temperature, batch_rows=audit["batch_rows"]),
     undefended=lambda canary: pairs.greedy_response(
         model, tokenizer, pairs.pad_prompt_ids(tokenizer, canary,
                                                [*canary.others[:-1], canary.document], template),

@@ -178,8 +178,6 @@ def test_pad_scores_report_the_claimed_noise_not_the_sampled_one(lm):
         {"ok": (table, table), "broken": (broken, table)},
         [candidate],
         temperature=0.2,
-        draws=4,
-        seed=0,
     )
     assert scores["ok"].steps["sigma"] == scores["broken"].steps["sigma"]
     assert scores["ok"].logp_in != scores["broken"].logp_in  # less noise, another law
@@ -302,7 +300,7 @@ def test_the_pad_control_is_flagged_on_a_model_that_copies_its_context(one_torch
                 ),
                 score=lambda c, cands, subsets: pairs.pad_scores(
                     model, tokenizer, c, "replace", "plain", pad, cands, subsets=subsets,
-                    temperature=0.2, draws=8, seed=0,
+                    temperature=0.2,
                 ),
                 undefended=lambda c: pairs.greedy_response(
                     model, tokenizer, pairs.pad_prompt_ids(tokenizer, c, list(c.others), "plain"), 6

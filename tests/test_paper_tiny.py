@@ -86,6 +86,7 @@ STAGES = [
     "audit_dp_rag",
     "audit_cid",
     "audit_pad",
+    "audit_conformance",
     "render_audit",
     "mia_references",
     "mia_score",
@@ -334,7 +335,8 @@ def _paper_params(
         "n": 30,
         "options": {"diseases": 4, "concentration": 0.5, "rare_details": 2},
     }
-    audit |= {"samples": 2, "max_new_tokens": 4, "draws": 2, "batch_rows": 16}
+    audit |= {"samples": 2, "max_new_tokens": 4, "batch_rows": 16}
+    params["conformance"]["paper"] = {"vocab": 4, "bases": 1}
     # MIA keeps the paper profile's file: members and non-members; two listed models, the first
     # the reference.
     # Two workers: the stage's own process path (its job and arguments pickled), not the loop.

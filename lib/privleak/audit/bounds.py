@@ -80,12 +80,23 @@ class HockeyStick:
     high: float
 
 
-def hockey_stick(losses: Sequence[float], epsilon: float, alpha: float = 0.05) -> HockeyStick:
+def hockey_stick(
+    losses: Sequence[float],
+    epsilon: float,
+    alpha: float = 0.05,
+    upper: Sequence[float] | None = None,
+) -> HockeyStick:
+    """H_eps from m losses; when each loss is only bounded, `losses` are the lower bounds and
+    `upper` the upper ones: the low end counts the lower bounds, the high end the upper ones, and
+    the estimate reads their midpoints."""
     values = _losses(losses)
+    tops = values if upper is None else _losses(upper)
+    require(tops.shape == values.shape and bool(np.all(tops >= values)), "upper < losses")
     m = values.size
-    estimate = float(np.mean(-np.expm1(np.minimum(epsilon - values, 0.0))))
+    middle = (values + tops) / 2
+    estimate = float(np.mean(-np.expm1(np.minimum(epsilon - middle, 0.0))))
     low = clopper_pearson(int(np.sum(values > epsilon + LN2)), m, alpha)[0] / 2
-    high = clopper_pearson(int(np.sum(values > epsilon)), m, alpha)[1]
+    high = clopper_pearson(int(np.sum(tops > epsilon)), m, alpha)[1]
     return HockeyStick(estimate, low, high)
 
 

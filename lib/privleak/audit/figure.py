@@ -86,3 +86,22 @@ def audit_figure(table: pd.DataFrame, mechanism: str) -> plt.Figure:
     ax.xaxis.set_minor_formatter(NullFormatter())
     fig.legend(loc="outside right upper")
     return fig
+
+
+def conformance_figure(suite: pd.DataFrame) -> plt.Figure:
+    """The conformance suite (`mutants.run_suite`): each mechanism's audited lower bound over its
+    claimed epsilon (log axis; an infinite bound at the right edge, 0 at the left), correct
+    mechanisms and seeded bugs apart, a line at 1 where a claim is exceeded."""
+    rows = suite.sort_values(["correct", "family", "mechanism"], ascending=[False, True, True])
+    ratio = (rows["audited"] / rows["claimed"]).to_numpy(dtype=float)
+    low, high = 1e-2, 1e2
+    shown = np.clip(np.where(np.isfinite(ratio), ratio, high), low, high)
+    fig, ax = plt.subplots(figsize=(6.4, 0.25 * len(rows) + 1.2), layout="constrained")
+    colours = ["C0" if c else "C3" for c in rows["correct"]]
+    ax.barh(np.arange(len(rows)), shown - low, color=colours, left=low)
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_yticks(np.arange(len(rows)), list(rows["mechanism"]))
+    ax.invert_yaxis()
+    ax.set(xscale="log", xlim=(low, high), xlabel="audited ε lower bound / claimed ε",
+           title="Conformance check: correct mechanisms (blue) and seeded bugs (red)")  # fmt: skip
+    return fig

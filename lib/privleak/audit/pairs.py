@@ -17,10 +17,11 @@ Mechanisms:
   after their shared prefix) and the no-context prior; lambda is searched per position unless the
   variant drops the search (a broken control).
 - PAD (S2): the RAG prompt with D or D' as context; each token's probability integrates the
-  Gaussian noise with `draws` hashed draws per position, the same draws for D and D' (common
-  random numbers, so their difference has less Monte-Carlo error than either). The claimed
+  Gaussian noise exactly (`pad_law`: certified lower and upper bounds, no Monte-Carlo error),
+  with sigma_t as the sampled mechanism computes it on each side's own logits. The claimed
   mechanism's per-step sigma_t, Delta_t and screening under D' are returned too, for the
-  nominal epsilon (a broken control samples with less noise than it claims).
+  nominal epsilon (a broken control samples with less noise than it claims), and the realised
+  logit shift between D and D', for PAD's premise that Delta_t bounds it.
 """
 
 from __future__ import annotations
@@ -29,25 +30,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from privleak.audit.canaries import Canary, neighbours
 from privleak.audit.forced import chunks, forced_all, prefill
+from privleak.audit.pad_law import law_bounds
 from privleak.batching import ForwardCounter
 from privleak.cid import bounded_lambda, cid_generate, cid_logprobs
 from privleak.decoding import Temperature, decode, greedy
 from privleak.dp_icl import dp_icl_utility
 from privleak.dp_rag import Ask, DPICLSettings, dp_rag_generate, prompt_ids, stream_prompts
-from privleak.errors import require
-from privleak.pad import (
-    LogitNoise,
-    Noise,
-    PADSettings,
-    noise_seeds,
-    noise_std,
-    noisy_target_logprobs,
-    settings_table,
-)
+from privleak.pad import LogitNoise, Noise, PADSettings, noise_seeds, noise_std, settings_table
 from privleak.pad_rag import encode_prompt, rag_prompt
 from privleak.prompts import ContextPrompt, s0_prompt
 
@@ -311,6 +305,17 @@ def pad_prompt_ids(tokenizer, canary: Canary, documents: Sequence[str], template
     return encode_prompt(tokenizer, rag_prompt(canary.question, documents), template) + list(prefix)
 
 
+def logit_shift(law_in: torch.Tensor, law_out: torch.Tensor) -> torch.Tensor:
+    """[R] the l2 norm of the log-probs' change from D to D' at R prefixes ([R, V] each), less
+    its mean over the tokens both sides can emit: the smallest shift of the logits, up to the
+    constant that no softmax sees, that PAD's Gaussian has to hide (its premise: <= Delta_t)."""
+    both = torch.isfinite(law_in) & torch.isfinite(law_out)
+    change = torch.where(both, law_in - law_out, 0.0).double()
+    count = both.sum(-1).clamp(min=1)
+    centred = torch.where(both, change - (change.sum(-1) / count)[:, None], 0.0)
+    return centred.norm(dim=-1)
+
+
 def pad_scores(
     model,
     tokenizer,
@@ -321,26 +326,27 @@ def pad_scores(
     candidates: Sequence[Sequence[int]],
     *,
     temperature: float,
-    draws: int,
-    seed: int,
     subsets: Mapping[str, Sequence[int]] | None = None,
     batch_rows: int = 64,
     counter: ForwardCounter | None = None,
 ) -> dict[str, Scores]:
     """{variant: Scores} of the candidates under PAD with context D and D'. variants: {name:
-    (the noise sampled, the PAD settings it claims)}; Scores.steps holds the claimed settings'
-    sigma, sensitivity and protected at each position under D'. A variant scores every candidate
-    or the sorted indices subsets[variant]; every candidate is forwarded once."""
-    require(draws >= 1, f"draws (noise samples per position) must be >= 1, got {draws}")
+    (the noise sampled, the PAD settings it claims)}. Each token's probability is integrated
+    exactly (`pad_law`): Scores.steps holds its certified bounds (logp_in_low, logp_in_high,
+    logp_out_low, logp_out_high; logp_in and logp_out are their midpoints), the claimed
+    settings' sigma, sensitivity and protected at each position under D', and the realised
+    logit shift between D and D' (`logit_shift`). A variant scores every candidate or the sorted
+    indices subsets[variant]; every candidate is forwarded once."""
     out_docs, in_docs = neighbours(canary, relation)
     prompts = [pad_prompt_ids(tokenizer, canary, docs, template) for docs in (in_docs, out_docs)]
     pad, counter = _pad_id(tokenizer), counter if counter is not None else ForwardCounter()
     pair = prefill(model, prompts, pad, counter)
-    results = {name: Scores(steps={"sigma": [], "sensitivity": [], "protected": []})
-               for name in variants}  # fmt: skip
+    records = ("sigma", "sensitivity", "protected", "shift", "logp_in_low", "logp_in_high",
+               "logp_out_low", "logp_out_high")  # fmt: skip
+    results = {name: Scores(steps={r: [] for r in records}) for name in variants}
     for part in chunks(len(candidates), 2, batch_rows):
         chosen = [candidates[i] for i in part]
-        logprobs = forced_all(model, pair, chosen, pad, counter)  # [2, c, L, V]
+        logprobs = forced_all(model, pair, chosen, pad, counter).float()  # [2, c, L, V]
         for name, (noise, claimed) in variants.items():
             keep = _members(part, (subsets or {}).get(name))
             if not keep:
@@ -348,33 +354,37 @@ def pad_scores(
             owners = [(j, t) for j in keep for t in range(len(chosen[j]))]
             which = torch.tensor([j for j, _ in owners])
             at = torch.tensor([t for _, t in owners])
-            targets = torch.tensor([chosen[j][t] for j, t in owners])
-            positions = at + 1
-            seeds = noise_seeds(seed, [(canary.id, name, part.start + j, t) for j, t in owners])
-            per_side = [
-                noisy_target_logprobs(logprobs[side][which, at], targets, positions,
-                                      [noise] * len(owners), seeds, [Temperature(temperature)],
-                                      draws if noise is not None else 1).cpu()
-                for side in (0, 1)
-            ]  # fmt: skip
-            device = logprobs.device
-            table = {k: v[[0] * len(owners)].to(device)
-                     for k, v in settings_table([claimed]).items()}  # fmt: skip
-            steps = [
-                v.cpu() for v in noise_std(logprobs[0][which, at], positions.to(device), table)
-            ]
+            targets = np.array([chosen[j][t] for j, t in owners])
+            positions = (at + 1).to(logprobs.device)
+            laws = [logprobs[side][which, at] for side in (0, 1)]
+            bounds = []
+            for law in laws:
+                sigma = noise_std(law, positions, _rows([noise] * len(owners), law.device))[0]
+                bounds += law_bounds(law.double().cpu().numpy(), targets,
+                                     sigma.double().cpu().numpy(), temperature)  # fmt: skip
+            claimed_steps = noise_std(laws[0], positions, _rows([claimed], laws[0].device, owners))
+            values = dict(zip(records, [*(v.double().cpu().numpy() for v in claimed_steps),
+                                        logit_shift(*laws).cpu().numpy(), *bounds],
+                              strict=True))  # fmt: skip
             scores, start = results[name], 0
             for j in keep:
                 end = start + len(chosen[j])
-                scores.logp_in.append(per_side[0][start:end].tolist())
-                scores.logp_out.append(per_side[1][start:end].tolist())
+                for side, (low, high) in (("in", bounds[:2]), ("out", bounds[2:])):
+                    getattr(scores, f"logp_{side}").append(((low + high) / 2)[start:end].tolist())
                 scores.worst.append([])
-                for record, values in zip(
-                    ("sigma", "sensitivity", "protected"), steps, strict=True
-                ):
-                    scores.steps[record].append(values[start:end].float().tolist())
+                for record, value in values.items():
+                    scores.steps[record].append(value[start:end].tolist())
                 start = end
     return results
+
+
+def _rows(noises: Sequence[Noise], device, owners: Sequence | None = None) -> dict:
+    """`settings_table` columns of the noises on `device`; one noise repeated len(owners) times
+    when owners is given."""
+    table = settings_table(noises)
+    if owners is not None:
+        table = {k: v[[0] * len(owners)] for k, v in table.items()}
+    return {k: v.to(device) for k, v in table.items()}
 
 
 def pad_samples(

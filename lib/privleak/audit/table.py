@@ -67,26 +67,68 @@ class Claim:
     delta: float = 0.0
 
 
+BOUNDS = ("logp_in_low", "logp_in_high", "logp_out_low", "logp_out_high")
+"""Per-position bounds on logp_in and logp_out, where a token law is integrated rather than
+closed-form (PAD, `pad_law`); without them logp_in and logp_out are exact."""
+
+
 def losses(frame: pd.DataFrame) -> np.ndarray:
-    """[rows] L(y) = sum_t logp_in - sum_t logp_out."""
+    """[rows] L(y) = sum_t logp_in - sum_t logp_out (PAD: from the bounds' midpoints)."""
     return np.array(
         [np.sum(a) - np.sum(b) for a, b in zip(frame["logp_in"], frame["logp_out"], strict=True)]
     )
+
+
+def log_probabilities(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """{in_low, in_high, out_low, out_high}: [rows] bounds on ln P_D'(y) and ln P_D(y), the sums
+    of the per-position bounds (`BOUNDS`), or the exact sums twice."""
+    sums = {c: np.array([np.sum(v) for v in frame[c]]) for c in ("logp_in", "logp_out")}
+    if BOUNDS[0] not in frame:
+        return {f"{side}_{end}": sums[f"logp_{side}"] for side in ("in", "out")
+                for end in ("low", "high")}  # fmt: skip
+    return {c[5:]: np.array([np.sum(v) for v in frame[c]]) for c in BOUNDS}
+
+
+def loss_bounds(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """([rows] lower, [rows] upper) bounds on L(y); both equal `losses` for an exact law."""
+    logs = log_probabilities(frame)
+    return logs["in_low"] - logs["out_high"], logs["in_high"] - logs["out_low"]
 
 
 def event_epsilon(frame: pd.DataFrame, delta: float) -> float:
     """The largest ln((P_A(S) - delta) / P_B(S)) over the events S = "the response begins with
     y" of the candidates y, both ways round ((A, B) = (D', D), (D, D')): a lower bound on the
     epsilon of any (epsilon, delta) claim (-inf when no event has P_A(S) > delta). Exact for
-    DP-ICL and CID; for PAD each token's probability is a Monte-Carlo mean over noise draws."""
-    log_in = np.array([np.sum(v) for v in frame["logp_in"]])
-    log_out = np.array([np.sum(v) for v in frame["logp_out"]])
+    DP-ICL and CID; for PAD from the lower bound on P_A(S) and the upper bound on P_B(S)."""
+    logs = log_probabilities(frame)
     best = -math.inf
-    for log_a, log_b in ((log_in, log_out), (log_out, log_in)):
+    for a, b in (("in", "out"), ("out", "in")):
+        log_a, log_b = logs[f"{a}_low"], logs[f"{b}_high"]
         above = np.exp(log_a) > delta
         if above.any():
             best = max(best, float(np.max(np.log(np.exp(log_a[above]) - delta) - log_b[above])))
     return best
+
+
+def premise(frame: pd.DataFrame) -> dict[str, float]:
+    """PAD's premise that Delta_t bounds the logit shift between D and D' (`pairs.logit_shift`),
+    over the protected steps of every candidate (the claimed mechanism's, under D'): their
+    count, the share where the shift exceeds Delta_t, and the largest and median shift / Delta_t.
+    A violated premise voids the stated guarantee at that step; it proves no loss by itself."""
+    parts = []
+    for shift, sensitivity, protected in zip(
+        frame["shift"], frame["sensitivity"], frame["protected"], strict=True
+    ):
+        kept = np.asarray(protected) > 0.5
+        parts.append(np.asarray(shift, dtype=float)[kept] / np.asarray(sensitivity)[kept])
+    ratios = np.concatenate(parts)
+    if ratios.size == 0:
+        return {"premise_steps": 0, "premise_violated": math.nan, "shift_ratio_max": math.nan,
+                "shift_ratio_median": math.nan}  # fmt: skip
+    return {"premise_steps": int(ratios.size),
+            "premise_violated": float(np.mean(ratios > 1 + TOLERANCE)),
+            "shift_ratio_max": float(ratios.max()),
+            "shift_ratio_median": float(np.median(ratios))}  # fmt: skip
 
 
 def _exceeds(audited: float, claimed: float | None) -> bool:
@@ -130,30 +172,35 @@ def pad_nominal(frame: pd.DataFrame, delta: float) -> dict[str, float]:
 
 
 def protected_steps(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows with logp_in and logp_out kept at the protected steps only (the gamma-relaxed
-    claim's steps; screening as the claimed mechanism decides it under D')."""
+    """The rows with logp_in and logp_out (and their bounds) kept at the protected steps only
+    (the gamma-relaxed claim's steps; screening as the claimed mechanism decides it under D')."""
 
     def keep(values, flags):
         return [v for v, f in zip(values, flags, strict=True) if f > 0.5]
 
-    return frame.assign(
-        logp_in=[keep(v, f) for v, f in zip(frame["logp_in"], frame["protected"], strict=True)],
-        logp_out=[keep(v, f) for v, f in zip(frame["logp_out"], frame["protected"], strict=True)],
-    )
+    columns = ["logp_in", "logp_out", *(c for c in BOUNDS if c in frame)]
+    return frame.assign(**{
+        c: [keep(v, f) for v, f in zip(frame[c], frame["protected"], strict=True)] for c in columns
+    })  # fmt: skip
 
 
 def _sampled_bounds(
     frame, inside, outside, epsilon, delta, alpha
 ) -> tuple[float, HockeyStick | None]:
     """(white-box lower bound from the sampled outputs' losses, the hockey-stick divergence at
-    epsilon): samples drawn with the canary in measure L, those drawn without it -L."""
-    loss = losses(frame)
-    parts = [p for p in (loss[inside.to_numpy()], -loss[outside.to_numpy()]) if p.size]
+    epsilon): samples drawn with the canary in measure L, those drawn without it -L; where the
+    losses are bounded, the lower bound on each feeds the white-box bound (the k-th largest lower
+    bound is at most the k-th largest loss)."""
+    low, high = loss_bounds(frame)
+    parts = [(lo, hi) for lo, hi in ((low[inside.to_numpy()], high[inside.to_numpy()]),
+                                     (-high[outside.to_numpy()], -low[outside.to_numpy()]))
+             if lo.size]  # fmt: skip
     if not parts:
         return math.nan, None
-    bounds = [loss_epsilon_bound(p, delta, alpha) for p in parts]
-    low = max((b for b in bounds if not math.isnan(b)), default=math.nan)
-    return low, max((hockey_stick(p, epsilon, alpha) for p in parts), key=lambda h: h.estimate)
+    bounds = [loss_epsilon_bound(lo, delta, alpha) for lo, _ in parts]
+    best = max((b for b in bounds if not math.isnan(b)), default=math.nan)
+    hockeys = [hockey_stick(lo, epsilon, alpha, upper=hi) for lo, hi in parts]
+    return best, max(hockeys, key=lambda h: h.estimate)
 
 
 def statistical_tests(inside: int, outside: int, sampled: bool, relaxed: bool) -> int:
@@ -166,7 +213,7 @@ def statistical_tests(inside: int, outside: int, sampled: bool, relaxed: bool) -
 
 
 def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
-    loss = losses(frame)
+    low, high = loss_bounds(frame)
     own = frame["origin"] == frame["variant"]
     inside, outside = own & (frame["kind"] == "in"), own & (frame["kind"] == "out")
     worst = [max(w) for w in frame["worst"] if len(w)]
@@ -179,11 +226,11 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
         "nominal_response": claim.response_epsilon,
         "delta": claim.delta,
         "audited_token": max(worst) if worst else math.nan,
-        "audited_response": float(np.max(np.abs(loss))),
+        "audited_response": float(max(np.max(low), np.max(-high))),
     }
     epsilon = claim.epsilon
     if claim.epsilon is None and claim.delta > 0:  # PAD: each output's accountant
-        row |= pad_nominal(frame, claim.delta)
+        row |= pad_nominal(frame, claim.delta) | premise(frame)
         epsilon = row["nominal_pld"]
     row["nominal_epsilon"] = epsilon
     row["tests"] = statistical_tests(

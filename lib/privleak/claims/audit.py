@@ -7,9 +7,11 @@ S2 (PAD) and S4 (DP-RAG's token law) state, judged on the audit's neighbouring p
   every audited pair is all an audit can show: the verdict speaks for these pairs.
 - PAD's per-response (epsilon, delta), gamma-relaxed as the paper states it (the protected steps
   only): the audited lower bound on those steps (the larger of the event bound and the sampled
-  outputs' bound, `audit.table`) against the nominal epsilon of the tightest accountant. A lower
-  bound can contradict a guarantee, never confirm it, so the interval is (-inf, slack]:
-  contradicted or inconclusive.
+  outputs' bound, `audit.table`, each built on certified bounds of the token law,
+  `audit.pad_law`) against the nominal epsilon of the tightest accountant. A lower bound can
+  contradict a guarantee, never confirm it, so the interval is (-inf, slack]: contradicted or
+  inconclusive. The note adds PAD's premise check (`audit.table.premise`), reported beside the
+  verdict, not as its basis.
 Broken controls are not claims of any paper: they are in the audit table only.
 """
 
@@ -69,6 +71,10 @@ def response_slack(rows: pd.DataFrame, claimed: pd.DataFrame, alpha: float) -> E
         + f" (all steps, privacy-loss distribution: {row['nominal_epsilon']:.4g}); audited "
         f"lower bound {audited:.4g}, above "
         + (" and ".join(exceeded) if exceeded else "none of them")
+        + f"; PAD's premise (the logit shift between D and D' <= Δ_t) fails at "
+        f"{row['premise_violated']:.0%} of {row['premise_steps']:.0f} protected steps (median "
+        f"shift / Δ_t {row['shift_ratio_median']:.3g}), which voids the stated guarantee there; "
+        "the verdict rests on the certified bound"
     )
     return Estimate(slack, -math.inf, slack, int(rows["canary"].nunique()), note)
 

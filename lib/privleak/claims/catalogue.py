@@ -66,7 +66,8 @@ SPECS = (
         direction="+",
         unit="canaries",
         note="an audit's lower bound can contradict a guarantee, never confirm it: the interval "
-        "is (-inf, slack]; the noise is integrated by Monte-Carlo draws per token",
+        "is (-inf, slack]; each token's probability is integrated with certified bounds (no "
+        "Monte-Carlo error), so the bound holds at the audit's stated confidence",
     ),
     Spec(
         id="s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",

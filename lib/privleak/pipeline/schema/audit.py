@@ -68,7 +68,11 @@ class Audit(Strict):
     lm_dtype: Annotated[str | None, optional(DTYPE)]  # None: the paper group's, else models'
     samples: Annotated[int, at_least(2)]
     max_new_tokens: Annotated[int, COUNT]
-    draws: Annotated[int, COUNT]
     alpha: Annotated[float, PROBABILITY]
     batch_rows: Annotated[int, COUNT]
     controls: AuditControls
+
+
+class Conformance(Strict):  # the conformance check's suite of seeded bugs (privleak.audit.mutants)
+    vocab: Annotated[int, at_least(2)]  # tokens of the suite's stand-in vocabulary
+    bases: Annotated[int, at_least(0)]  # random bases, beside the two-token ones

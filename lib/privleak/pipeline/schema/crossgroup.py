@@ -7,7 +7,7 @@ from typing import Annotated, Self
 
 from pydantic import model_validator
 
-from privleak.pipeline.schema.audit import Audit
+from privleak.pipeline.schema.audit import Audit, Conformance
 from privleak.pipeline.schema.base import (
     INDEX,
     NAME,
@@ -47,6 +47,7 @@ class Params(Strict):
     s2: per_profile(S2, "S2Group")
     s3: per_profile(S3, "S3Group")
     audit: per_profile(Audit, "AuditGroup")
+    conformance: per_profile(Conformance, "ConformanceGroup")
     mia: per_profile(Mia, "MiaGroup")
     claims: per_profile(Claims, "ClaimsGroup")
 

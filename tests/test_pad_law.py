@@ -1,0 +1,125 @@
+"""PAD's token law integrated with certified bounds (`privleak.audit.pad_law`), its premise check
+(`pairs.logit_shift`, `table.premise`) and the audit bounds built on them."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+from scipy.special import logsumexp
+
+from privleak.audit.bounds import hockey_stick
+from privleak.audit.pad_law import law_bounds, token_log_bounds
+from privleak.audit.pairs import logit_shift
+from privleak.audit.table import event_epsilon, loss_bounds, premise
+
+
+def reference_log_probability(logprobs, target, sigma, temperature):
+    """ln P(target) of softmax((s + sigma z) / T) sampling on 3 tokens, by the trapezoid rule in
+    two dimensions (independent of the module's one-dimensional formula): the softmax reads z
+    through W = (z_j - z_target) for the two others, W ~ N(0, [[2, 1], [1, 2]])."""
+    s = np.asarray(logprobs, dtype=float)
+    others = [j for j in range(3) if j != target]
+    grid = np.arange(-9.0, 9.0 + 1e-9, min(0.02, temperature / max(sigma, 1e-9) / 10))
+    u1, u2 = np.meshgrid(grid, grid, indexing="ij")
+    w1, w2 = math.sqrt(2.0) * u1, (u1 + math.sqrt(3.0) * u2) / math.sqrt(2.0)
+    exponents = np.stack([(s[others[0]] - s[target] + sigma * w1) / temperature,
+                          (s[others[1]] - s[target] + sigma * w2) / temperature])  # fmt: skip
+    log_softmax = -np.logaddexp(0.0, np.logaddexp(exponents[0], exponents[1]))
+    log_weight = stats.norm.logpdf(u1) + stats.norm.logpdf(u2) + 2 * math.log(grid[1] - grid[0])
+    return float(logsumexp(log_softmax + log_weight))
+
+
+def test_the_bounds_hold_the_exact_law_of_a_tiny_vocabulary():
+    # both regimes of the inner integral (rho <= 1 and > 1), a likely and an unlikely token
+    rng = np.random.default_rng(3)
+    for sigma, temperature in ((0.01, 0.2), (0.15, 0.2), (0.6, 0.2), (1.0, 1.0)):
+        logprobs = np.log(rng.dirichlet(np.full(3, 0.6)))
+        for target in (int(np.argmax(logprobs)), int(np.argmin(logprobs))):
+            low, high = token_log_bounds(logprobs, target, sigma, temperature)
+            truth = reference_log_probability(logprobs, target, sigma, temperature)
+            assert low <= truth <= high, (sigma, temperature, target, low, truth, high)
+            assert high - low < 0.05
+
+
+def test_the_bounds_hold_the_mean_of_many_noise_draws():
+    # the law is E_z softmax((s + sigma z) / T): 400,000 draws, within 5 standard errors
+    logprobs = torch.log(torch.tensor([0.55, 0.3, 0.1, 0.05], dtype=torch.float64))
+    sigma, temperature = 0.4, 0.2
+    generator = torch.Generator().manual_seed(0)
+    noise = torch.randn(400_000, 4, generator=generator, dtype=torch.float64)
+    probs = torch.softmax((logprobs + sigma * noise) / temperature, -1)
+    for target in range(4):
+        mean, error = probs[:, target].mean().item(), probs[:, target].std().item() / 632.5
+        low, high = token_log_bounds(logprobs.numpy(), target, sigma, temperature)
+        assert math.exp(low) <= mean + 5 * error and mean - 5 * error <= math.exp(high)
+
+
+def test_noiseless_steps_reduce_to_the_tempered_softmax():
+    logprobs = np.log(np.array([0.7, 0.2, 0.1]))
+    exact = torch.log_softmax(torch.tensor(logprobs) / 0.5, -1).numpy()
+    low, high = law_bounds(np.tile(logprobs, (3, 1)), np.arange(3), np.zeros(3), 0.5)
+    assert np.all(low <= exact) and np.all(exact <= high) and np.all(high - low < 0.02)
+
+
+def test_an_excluded_token_has_probability_zero_and_bad_inputs_are_refused():
+    logprobs = np.array([0.0, -np.inf, -np.inf])
+    assert token_log_bounds(logprobs, 1, 0.5, 0.2) == (-math.inf, -math.inf)
+    assert token_log_bounds(logprobs, 0, 0.5, 0.2) == (0.0, 0.0)  # the only token it can emit
+    with pytest.raises(ValueError, match="temperature"):
+        token_log_bounds(logprobs, 0, 0.5, 0.0)
+    with pytest.raises(ValueError, match="sigma"):
+        token_log_bounds(logprobs, 0, -1.0, 0.2)
+
+
+def test_the_certified_loss_bound_never_exceeds_the_true_loss_in_repeated_trials():
+    # random neighbouring PAD pairs on 3 tokens, 2 steps each: the audit's lower bound on the
+    # privacy loss ln P_D'(y) - ln P_D(y) of a response y is at most its true loss, every time
+    rng = np.random.default_rng(11)
+    for _ in range(6):
+        steps = []
+        for _ in range(2):
+            inside, outside = (np.log(rng.dirichlet(np.ones(3))) for _ in range(2))
+            sigmas = rng.uniform(0.05, 1.5, size=2)
+            steps.append((inside, outside, sigmas, int(rng.integers(3))))
+        frame = pd.DataFrame([{
+            "logp_in": [0.0, 0.0], "logp_out": [0.0, 0.0],
+            **{f"logp_{side}_{end}": [] for side in ("in", "out") for end in ("low", "high")},
+        }])  # fmt: skip
+        truth = 0.0
+        for inside, outside, sigmas, token in steps:
+            for side, law, sigma in (("in", inside, sigmas[0]), ("out", outside, sigmas[1])):
+                low, high = token_log_bounds(law, token, sigma, 0.2)
+                frame.at[0, f"logp_{side}_low"].append(low)
+                frame.at[0, f"logp_{side}_high"].append(high)
+            truth += reference_log_probability(inside, token, sigmas[0], 0.2)
+            truth -= reference_log_probability(outside, token, sigmas[1], 0.2)
+        low, high = loss_bounds(frame)
+        assert low[0] <= truth <= high[0]
+        assert event_epsilon(frame, 0.0) <= abs(truth) + 1e-12
+
+
+def test_the_premise_check_measures_the_shift_no_softmax_can_see_past():
+    base = torch.log_softmax(torch.tensor([[2.0, 1.0, 0.0, -1.0]]), -1)
+    direction = torch.tensor([[1.0, -1.0, 1.0, -1.0]]) / 2  # unit l2 norm, mean 0
+    moved = torch.log_softmax(base + 3.0 * direction, -1)  # a constant offset changes nothing
+    assert logit_shift(moved, base).item() == pytest.approx(3.0, abs=1e-6)
+    assert logit_shift(base, base).item() == 0.0
+    frame = pd.DataFrame({
+        "shift": [[3.0, 0.2, 5.0]], "sensitivity": [[1.0, 0.4, 0.5]], "protected": [[1, 1, 0]],
+    })  # fmt: skip
+    checked = premise(frame)  # the third step is screened: not part of the premise
+    assert checked["premise_steps"] == 2 and checked["premise_violated"] == 0.5
+    assert checked["shift_ratio_max"] == 3.0 and checked["shift_ratio_median"] == 1.75
+
+
+def test_the_hockey_stick_interval_reads_lower_bounds_low_and_upper_bounds_high():
+    low, high = np.array([0.0, 2.0, 5.0]), np.array([0.5, 3.5, 5.0])
+    h = hockey_stick(low, 1.0, 0.05, upper=high)
+    # the low end counts lower bounds above 1 + ln 2 (2 of 3), the high end upper bounds above 1
+    assert h.low == pytest.approx(hockey_stick(low, 1.0, 0.05).low)
+    assert h.high == pytest.approx(hockey_stick(high, 1.0, 0.05).high)
+    with pytest.raises(ValueError, match="upper"):
+        hockey_stick(high, 1.0, 0.05, upper=low)
