@@ -105,7 +105,10 @@ controls = table[table["broken"]]
 
 
 def finite(column: str) -> dict[str, float]:
-    """{mechanism/variant: value} of a table column, where it is a finite number."""
+    """{mechanism/variant: value} of a table column, where it is a finite number (none when no
+    variant has the column)."""
+    if column not in table:
+        return {}
     values = zip(table["mechanism"], table["variant"], table[column], strict=True)
     return {f"{m}/{v}": float(x) for m, v, x in values if pd.notna(x) and math.isfinite(x)}
 
@@ -130,9 +133,13 @@ metrics = {
     "premise_violated": finite("premise_violated"),
     "shift_ratio_median": finite("shift_ratio_median"),
     "conformance": detection(suite)
-    | {"claimed": dict(zip(suite["mechanism"], suite["claimed"].astype(float), strict=True)),
-       "audited": {m: float(a) if math.isfinite(a) else None
-                   for m, a in zip(suite["mechanism"], suite["audited"], strict=True)}},
+    | {
+        "claimed": dict(zip(suite["mechanism"], suite["claimed"].astype(float), strict=True)),
+        "audited": {
+            m: float(a) if math.isfinite(a) else None
+            for m, a in zip(suite["mechanism"], suite["audited"], strict=True)
+        },
+    },
 }
 paths.METRICS.mkdir(parents=True, exist_ok=True)
 (paths.METRICS / "audit.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")

@@ -56,6 +56,9 @@ def test_a_token_only_one_side_can_emit_is_an_infinite_loss():
     assert token_epsilon(inside, outside, 0.0) == math.inf
     assert response_epsilon(inside, outside, 1e-5, 3) == math.inf
     assert token_epsilon(inside, outside, 0.6) == pytest.approx(0.0)  # delta covers that mass
+    # a response whose infinite-loss mass stays within delta is bounded by its finite part
+    rare = torch.log(torch.tensor([0.999995, 0.000005], dtype=torch.float64))
+    assert 0 <= response_epsilon(rare, outside, 1e-3, 3) < math.inf
 
 
 def test_the_neighbours_follow_the_relation():

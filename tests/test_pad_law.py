@@ -108,7 +108,8 @@ def test_the_premise_check_measures_the_shift_no_softmax_can_see_past():
     assert logit_shift(moved, base).item() == pytest.approx(3.0, abs=1e-6)
     assert logit_shift(base, base).item() == 0.0
     frame = pd.DataFrame({
-        "shift": [[3.0, 0.2, 5.0]], "sensitivity": [[1.0, 0.4, 0.5]], "protected": [[1, 1, 0]],
+        "shift": [[3.0, 0.2, 5.0]], "premise_sensitivity": [[1.0, 0.4, 0.5]],
+        "protected": [[1, 1, 0]],
     })  # fmt: skip
     checked = premise(frame)  # the third step is screened: not part of the premise
     assert checked["premise_steps"] == 2 and checked["premise_violated"] == 0.5
@@ -123,3 +124,23 @@ def test_the_hockey_stick_interval_reads_lower_bounds_low_and_upper_bounds_high(
     assert h.high == pytest.approx(hockey_stick(high, 1.0, 0.05).high)
     with pytest.raises(ValueError, match="upper"):
         hockey_stick(high, 1.0, 0.05, upper=low)
+
+
+def two_token_log_probability(gap: float, rho: float) -> float:
+    """ln P(the token behind by `gap` (in units of T) wins) with two tokens: rho (Z0 - Z1) plus a
+    logistic (G0 - G1) must exceed the gap, a one-dimensional integral done on a fine grid."""
+    w = np.arange(-60.0, 60.0, 1e-3)
+    log_logistic = -np.logaddexp(0.0, gap - rho * math.sqrt(2.0) * w)
+    return float(logsumexp(stats.norm.logpdf(w) + log_logistic) + math.log(1e-3))
+
+
+def test_the_bounds_hold_far_in_the_tails_at_every_noise_scale():
+    # rho = sigma / T from 0.05 to 3 and gaps up to 200 nats (in units of T): the grid's edges,
+    # the Gumbel beyond its last node and Z far below its bulk all matter here
+    for rho in (0.05, 0.5, 0.8, 1.0, 1.001, 1.2, 1.5, 2.0, 3.0):
+        for gap in (0.0, 5.0, 30.0, 57.0, 65.0, 120.0, 200.0):
+            logprobs = np.array([0.0, gap]) * 0.2  # T = 0.2: token 0 behind by `gap` / T units
+            low, high = token_log_bounds(logprobs, 0, rho * 0.2, 0.2)
+            truth = two_token_log_probability(gap, rho)
+            assert low <= truth <= high, (rho, gap, low, truth, high)
+            assert high - low < 0.1 * (1 + abs(truth) / 50), (rho, gap, low, truth, high)

@@ -245,12 +245,12 @@ def token_epsilon(inside, outside, delta: float) -> float:
 
 
 def _loss_atoms(log_a_low, log_b_high) -> tuple[np.ndarray, np.ndarray]:
-    """(grid indices, masses) of the loss ln A/B under A, losses rounded down to LOSS_GRID, masses
-    A's lower bounds; atoms below LOSS_FLOOR or with no mass dropped."""
+    """(grid indices, masses) of the finite loss ln A/B under A, losses rounded down to LOSS_GRID,
+    masses A's lower bounds; atoms below LOSS_FLOOR or with no mass dropped (an infinite loss
+    is `response_epsilon`'s escape mass)."""
     with np.errstate(invalid="ignore"):
         loss = log_a_low - log_b_high
-    keep = np.isfinite(log_a_low) & (np.nan_to_num(loss, nan=-np.inf) >= LOSS_FLOOR)
-    keep &= ~np.isnan(loss)
+    keep = np.isfinite(log_a_low) & np.isfinite(loss) & (np.nan_to_num(loss) >= LOSS_FLOOR)
     return np.floor(loss[keep] / LOSS_GRID).astype(int), np.exp(log_a_low[keep])
 
 
@@ -264,7 +264,8 @@ def response_epsilon(inside, outside, delta: float, steps: int) -> float:
     for a_low, b_high in ((in_low, out_high), (out_low, in_high)):
         infinite = np.isfinite(a_low) & np.isneginf(b_high)
         escape = float(np.exp(a_low[infinite]).sum())  # mass one side alone can emit
-        if escape > 0 and 1 - (1 - escape) ** steps > delta:
+        escaped = 1 - (1 - escape) ** steps  # responses with an infinite loss
+        if escaped > delta:
             return math.inf
         index, mass = _loss_atoms(a_low, b_high)
         if mass.size == 0:
@@ -278,8 +279,8 @@ def response_epsilon(inside, outside, delta: float, steps: int) -> float:
             composed = grown
         losses = (np.arange(composed.size) + steps * offset) * LOSS_GRID
 
-        def divergence(epsilon: float, losses=losses, composed=composed) -> float:
-            return float(np.sum(composed * np.clip(-np.expm1(epsilon - losses), 0, None)))
+        def divergence(epsilon: float, losses=losses, composed=composed, escaped=escaped):
+            return escaped + float(np.sum(composed * np.clip(-np.expm1(epsilon - losses), 0, None)))
 
         if divergence(0.0) <= delta:
             continue

@@ -16,10 +16,13 @@ a one-dimensional integral of an increasing function. On a grid x_k = x_0 + k h:
 - H_lo(x_k) = prod_j F(x_0 + (k + floor(d_j / h)) h) <= H(x_k) <= H_hi(x_k), the same with ceil,
   because F is increasing: each bound is a correlation of the offsets' counts with ln F on the
   grid (an FFT over about 10^4 grid points, whatever V).
-F itself is a smooth one-dimensional integral, computed by the trapezoid rule on a fixed grid of
-the smooth variable (Z when rho <= 1, the Gumbel otherwise), accurate to about 1e-12; the bounds
-are widened by `MARGIN` nats for that and for the FFT's rounding. The gap between the two bounds
-is the grid's, and is returned, so a caller sees how tight each probability is.
+F itself is a smooth one-dimensional integral, computed by the trapezoid rule on a grid of the
+smooth variable (Z when rho <= 1, reaching as far below as the grid's bottom needs; the Gumbel
+otherwise, its tail beyond the last node in closed form), integrated at every SPLINE_STRIDE-th
+grid point and splined between; the bounds are widened by `MARGIN` for that numerical error
+(tested against an exact two-token law up to gaps of 200 nats) and the FFT's rounding. The gap
+between the two bounds is the grid's, and is returned, so a caller sees how tight each
+probability is.
 
 The hashed noise of `privleak.pad` is truncated at |z| < 5.3; the law here is the paper's
 untruncated Gaussian (the two differ by less than the chance that any of the V draws of a step
@@ -51,8 +54,7 @@ _LOWER_TAIL = 4.0  # P(G < -4) = exp(-e^4) ~ 2e-24
 _UPPER_TAIL = 45.0  # P(G > 45) ~ 3e-20
 _SPREAD = 9.0  # P(|Z| > 9) ~ 2e-19
 _FLOOR = -1e4  # ln F below the grid, for the lower bound (F >= 0); e^-1e4 is 0 in float64
-_Z_NODES = np.arange(-10.0, 10.0 + 1e-9, 0.2)
-_LOG_Z_WEIGHTS = -0.5 * _Z_NODES**2 - logsumexp(-0.5 * _Z_NODES**2)
+_Z_STEP = 0.2
 _G_NODES = np.arange(-5.0, 60.0 + 1e-9, 0.2)
 _LOG_G_WEIGHTS = (-_G_NODES - np.exp(-_G_NODES)) - logsumexp(-_G_NODES - np.exp(-_G_NODES))
 
@@ -72,20 +74,35 @@ def _from_survival(log_cdf: np.ndarray, log_sf: np.ndarray) -> tuple[np.ndarray,
     return log_cdf, log_sf
 
 
+def _gumbel_tail(u: np.ndarray, rho: float) -> np.ndarray:
+    """ln of the integral over g > a (the last node) of e^-g Phi((g - u) / rho) dg, which bounds
+    the nodes' missing part of 1 - F(u) from above (the Gumbel density is e^-g e^-e^-g <= e^-g):
+    e^-a Phi((a - u) / rho) + e^(rho^2 / 2 - u) Phi(-((a - u) / rho + rho)), by parts."""
+    edge = float(_G_NODES[-1])
+    start = (edge - u) / rho
+    return np.logaddexp(-edge + log_ndtr(start), rho**2 / 2 - u + log_ndtr(-(start + rho)))
+
+
 def integrated_law(rho: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(ln F, ln(1 - F)) of zeta = rho Z + G at points u: Z standard normal, G standard Gumbel
     (module docstring), by the trapezoid rule over the smooth variable."""
     require(rho >= 0 and math.isfinite(rho), f"rho (sigma / temperature) must be >= 0, got {rho}")
     if rho <= 1.0:  # F(u) = E_Z exp(-e^-(u - rho Z)): smooth in Z on the scale 1 / rho >= 1
-        exponent = -(u[:, None] - rho * _Z_NODES[None, :])
+        # far below zeta's bulk F(u) comes from Z near u / rho: the nodes reach that far
+        reach = 10.0 + min(max(-float(u.min()), 0.0) / max(rho, 1e-12), 40.0)
+        nodes = np.arange(-reach, 10.0 + 1e-9, _Z_STEP)
+        log_weights = -0.5 * nodes**2 - logsumexp(-0.5 * nodes**2)
+        exponent = -(u[:, None] - rho * nodes[None, :])
         with np.errstate(over="ignore", divide="ignore"):
             inner = np.exp(exponent)
-            log_cdf = logsumexp(_LOG_Z_WEIGHTS - inner, axis=1)
-            log_sf = logsumexp(_LOG_Z_WEIGHTS + np.log(-np.expm1(-inner)), axis=1)
+            log_cdf = logsumexp(log_weights - inner, axis=1)
+            log_sf = logsumexp(log_weights + np.log(-np.expm1(-inner)), axis=1)
     else:  # F(u) = E_G Phi((u - G) / rho): smooth in G on the scale rho > 1
         scaled = (u[:, None] - _G_NODES[None, :]) / rho
         log_cdf = logsumexp(_LOG_G_WEIGHTS + log_ndtr(scaled), axis=1)
-        log_sf = logsumexp(_LOG_G_WEIGHTS + log_ndtr(-scaled), axis=1)
+        # 1 - F(u) far above the bulk comes from G beyond the nodes: that tail in closed form
+        log_sf = np.logaddexp(logsumexp(_LOG_G_WEIGHTS + log_ndtr(-scaled), axis=1),
+                              _gumbel_tail(u, rho))  # fmt: skip
     return _from_survival(np.minimum(log_cdf, 0.0), np.minimum(log_sf, 0.0))
 
 
@@ -100,20 +117,26 @@ def noise_law(rho: float, start: float, step: float, count: int) -> tuple[np.nda
     return _from_survival(log_cdf, log_sf)
 
 
-def _log_h(counts: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """[K + 1] sum_b counts[b] table[k + b] for k = 0..K: counts over offsets b = -(K + 1)..K + 1
-    (index b + K + 1), table over grid indices -(K + 1)..2K + 1 (index i + K + 1)."""
-    return fftconvolve(table, counts[::-1], mode="valid")
+def _log_h(counts: np.ndarray, table: np.ndarray, below: float, above: float) -> np.ndarray:
+    """[K + 1] sum_b counts[b] table[k + b] for k = 0..K, the table [N] read as `below` before its
+    first entry and as `above` past its last: counts over offsets b = -(K + 1)..N (index
+    b + K + 1), an FFT correlation."""
+    size = counts.size - table.size - 1  # K + 1
+    extended = np.concatenate([np.full(size, below), table, np.full(size, above)])
+    return fftconvolve(extended, counts[::-1], mode="valid")
 
 
-def _grid(rho: float, reach: float) -> tuple[float, float, int]:
-    """(x_0, h, K) of a grid wide enough for zeta's bulk and a competitor `reach` above the
-    target. The width is rounded up so that nearby calls share a cached `noise_law`."""
+def _grid(rho: float, reach: float) -> tuple[float, float, int, int]:
+    """(x_0, h, K, B) of a grid wide enough for zeta's bulk and a competitor `reach` above the
+    target, and the B further grid points below x_0 that its CDF is tabulated at (where that
+    competitor's F is read). Widths are rounded up so that nearby calls share a cached
+    `noise_law`."""
     scale = math.sqrt(rho**2 + math.pi**2 / 6)
     step = scale / CELLS_PER_SCALE
     start = -(_SPREAD * rho + _LOWER_TAIL)
-    width = _SPREAD * rho + _UPPER_TAIL - start + 25.0 * math.ceil(max(reach, 0.0) / 25.0)
-    return start, step, math.ceil(width / step)
+    extra = 25.0 * math.ceil(max(reach, 0.0) / 25.0)
+    width = _SPREAD * rho + _UPPER_TAIL - start + extra
+    return start, step, math.ceil(width / step), math.ceil(extra / step)
 
 
 def token_log_bounds(
@@ -133,23 +156,24 @@ def token_log_bounds(
     if gaps.size == 0:
         return 0.0, 0.0
     rho = sigma / temperature
-    start, step, count = _grid(rho, float(-gaps.min()))
-    log_cdf, log_sf = noise_law(rho, start, step, count + 1)
-    top = count + 1  # offsets beyond the grid all read its edge
-    low_counts = np.bincount(np.clip(np.floor(gaps / step), -top, top).astype(int) + top,
-                             minlength=2 * top + 1)  # fmt: skip
-    high_counts = np.bincount(np.clip(np.ceil(gaps / step), -top, top).astype(int) + top,
-                              minlength=2 * top + 1)  # fmt: skip
-    below, above = np.full(top, 1.0), np.full(top, 1.0)
-    # ln F beyond the grid: below it F >= 0 (lower) and F <= F(x_0) (upper); above it
-    # F >= F(x_K) (lower) and F <= 1 (upper).
-    table_low = np.concatenate([_FLOOR * below, log_cdf, log_cdf[-1] * above])
-    table_high = np.concatenate([log_cdf[0] * below, log_cdf, 0.0 * above])
-    log_h_low = _log_h(low_counts.astype(float), table_low)
-    log_h_high = _log_h(high_counts.astype(float), table_high)
+    start, step, count, extra = _grid(rho, float(-gaps.min()))
+    table_cdf, table_sf = noise_law(rho, start - extra * step, step, extra + count + 1)
+    table_cdf = np.maximum(table_cdf, _FLOOR)  # far below the bulk F underflows; e^FLOOR is 0
+    log_cdf, log_sf = table_cdf[extra:], table_sf[extra:]  # on the x grid
+    size = table_cdf.size
+    # offset of F's argument d_j + x_k from x_k, in grid points from the table's start; beyond
+    # the table, F >= 0 (lower) and F <= F(first) (upper) below it, F >= F(last) (lower) and
+    # F <= 1 (upper) above it
+    bins = []
+    for rounded in (np.floor(gaps / step), np.ceil(gaps / step)):
+        offsets = np.clip(rounded + extra, -(count + 1), size).astype(int) + count + 1
+        bins.append(np.bincount(offsets, minlength=size + count + 2).astype(float))
+    log_h_low = _log_h(bins[0], table_cdf, _FLOOR, table_cdf[-1])
+    log_h_high = _log_h(bins[1], table_cdf, table_cdf[0], 0.0)
     # ln of the cell masses F(x_{k+1}) - F(x_k), from F below the median and 1 - F above it
-    from_cdf = log_cdf[1:] + _log1mexp(log_cdf[:-1] - log_cdf[1:])
-    from_sf = log_sf[:-1] + _log1mexp(log_sf[1:] - log_sf[:-1])
+    with np.errstate(invalid="ignore"):
+        from_cdf = log_cdf[1:] + _log1mexp(log_cdf[:-1] - log_cdf[1:])
+        from_sf = log_sf[:-1] + _log1mexp(log_sf[1:] - log_sf[:-1])
     log_mass = np.where(log_cdf[1:] < -math.log(2.0), from_cdf, from_sf)
     lower = logsumexp(np.concatenate([log_mass + log_h_low[:-1], [log_sf[-1] + log_h_low[-1]]]))
     upper = logsumexp(

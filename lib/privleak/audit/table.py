@@ -20,6 +20,10 @@ Audited (each a lower bound on the true quantity over the audited pairs):
   the events "the response begins with a candidate" (`event_epsilon`);
 - bb_*: the black-box test (the secret's ROUGE-L recall in the response) and its epsilon bound,
   pooled over canaries (a bound valid for each pair holds for their average).
+PAD's token law is integrated for the paper's untruncated Gaussian (certified bounds, `BOUNDS`),
+while its samples come from the implementation's hashed noise, truncated at |z| < 5.3: the two
+laws differ, so the bounds that need samples of the audited law (wb_*, hs_*) are not run for
+PAD. Its event bounds need none, and its black-box test audits the implementation itself.
 A variant is flagged when an audited bound exceeds its claim beyond float tolerance
 (`TOLERANCE`, relative), or the hockey-stick interval lies above delta. The flag is one test made
 of several: each statistical test a variant runs (each direction of the sampled-loss bound and of
@@ -113,11 +117,12 @@ def event_epsilon(frame: pd.DataFrame, delta: float) -> float:
 def premise(frame: pd.DataFrame) -> dict[str, float]:
     """PAD's premise that Delta_t bounds the logit shift between D and D' (`pairs.logit_shift`),
     over the protected steps of every candidate (the claimed mechanism's, under D'): their
-    count, the share where the shift exceeds Delta_t, and the largest and median shift / Delta_t.
+    count, the share where the shift exceeds Delta_t (the larger of its values under D and D',
+    `premise_sensitivity`), and the largest and median shift / Delta_t.
     A violated premise voids the stated guarantee at that step; it proves no loss by itself."""
     parts = []
     for shift, sensitivity, protected in zip(
-        frame["shift"], frame["sensitivity"], frame["protected"], strict=True
+        frame["shift"], frame["premise_sensitivity"], frame["protected"], strict=True
     ):
         kept = np.asarray(protected) > 0.5
         parts.append(np.asarray(shift, dtype=float)[kept] / np.asarray(sensitivity)[kept])
@@ -233,8 +238,12 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
         row |= pad_nominal(frame, claim.delta) | premise(frame)
         epsilon = row["nominal_pld"]
     row["nominal_epsilon"] = epsilon
+    # PAD's law is integrated for the paper's Gaussian; its samples come from the implementation's
+    # hashed noise (truncated at |z| < 5.3), so no bound that needs samples of the audited law
+    bounded = BOUNDS[0] in frame
+    sampled = epsilon is not None and not bounded
     row["tests"] = statistical_tests(
-        int(inside.sum()), int(outside.sum()), epsilon is not None, "nominal_relaxed" in row
+        int(inside.sum()), int(outside.sum()), sampled, "nominal_relaxed" in row and not bounded
     )
     row["alpha_per_test"] = alpha = alpha / max(row["tests"], 1)
     flags = []
@@ -244,10 +253,11 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
         flags.append("response")
     if epsilon is not None:
         row["event_epsilon_low"] = event_epsilon(frame, claim.delta)
-        low, hockey = _sampled_bounds(frame, inside, outside, epsilon, claim.delta, alpha)
-        row["wb_epsilon_low"] = low
         if _exceeds(row["event_epsilon_low"], epsilon):
             flags.append("event")
+    if sampled:
+        low, hockey = _sampled_bounds(frame, inside, outside, epsilon, claim.delta, alpha)
+        row["wb_epsilon_low"] = low
         if _exceeds(low, epsilon):
             flags.append("white-box samples")
         if hockey is not None:
@@ -257,12 +267,14 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
     if "nominal_relaxed" in row:  # PAD's own claim: the protected steps only
         relaxed = protected_steps(frame)
         row["event_relaxed_low"] = event_epsilon(relaxed, claim.delta)
-        row["wb_relaxed_low"] = _sampled_bounds(relaxed, inside, outside, row["nominal_relaxed"],
-                                                claim.delta, alpha)[0]  # fmt: skip
         if _exceeds(row["event_relaxed_low"], row["nominal_relaxed"]):
             flags.append("event (γ-relaxed)")
-        if _exceeds(row["wb_relaxed_low"], row["nominal_relaxed"]):
-            flags.append("white-box samples (γ-relaxed)")
+        if not bounded:
+            row["wb_relaxed_low"] = _sampled_bounds(
+                relaxed, inside, outside, row["nominal_relaxed"], claim.delta, alpha
+            )[0]
+            if _exceeds(row["wb_relaxed_low"], row["nominal_relaxed"]):
+                flags.append("white-box samples (γ-relaxed)")
     claimed = epsilon if epsilon is not None else claim.response_epsilon
     if inside.sum() >= 2 and outside.sum() >= 2:
         scores = np.array(
