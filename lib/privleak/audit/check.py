@@ -264,7 +264,7 @@ def response_epsilon(inside, outside, delta: float, steps: int) -> float:
     for a_low, b_high in ((in_low, out_high), (out_low, in_high)):
         infinite = np.isfinite(a_low) & np.isneginf(b_high)
         escape = float(np.exp(a_low[infinite]).sum())  # mass one side alone can emit
-        escaped = 1 - (1 - escape) ** steps  # responses with an infinite loss
+        escaped = -math.expm1(steps * math.log1p(-escape))  # responses with an infinite loss
         if escaped > delta:
             return math.inf
         index, mass = _loss_atoms(a_low, b_high)

@@ -19,9 +19,12 @@ a one-dimensional integral of an increasing function. On a grid x_k = x_0 + k h:
 F itself is a smooth one-dimensional integral, computed by the trapezoid rule on a grid of the
 smooth variable (Z when rho <= 1, reaching as far below as the grid's bottom needs; the Gumbel
 otherwise, its tail beyond the last node in closed form), integrated at every SPLINE_STRIDE-th
-grid point and splined between; the bounds are widened by `MARGIN` for that numerical error
-(tested against an exact two-token law up to gaps of 200 nats) and the FFT's rounding. The gap
-between the two bounds is the grid's, and is returned, so a caller sees how tight each
+grid point and splined between. `MARGIN` widens the bounds for that numerical error where it
+matters (the spline's, the FFT's rounding); deep in the tails F is less accurate, on terms that
+carry negligible weight, so the bounds are validated rather than proven there: against an exact
+two-token law at gaps up to 200 nats (tests) and 400 (spot checks). A target more than
+`MAX_REACH` (in units of T) behind the top token gets the simple bounds (-inf, S(R/2) + F(-R/2)).
+The gap between the two bounds is the grid's, and is returned, so a caller sees how tight each
 probability is.
 
 The hashed noise of `privleak.pad` is truncated at |z| < 5.3; the law here is the paper's
@@ -54,6 +57,9 @@ _LOWER_TAIL = 4.0  # P(G < -4) = exp(-e^4) ~ 2e-24
 _UPPER_TAIL = 45.0  # P(G > 45) ~ 3e-20
 _SPREAD = 9.0  # P(|Z| > 9) ~ 2e-19
 _FLOOR = -1e4  # ln F below the grid, for the lower bound (F >= 0); e^-1e4 is 0 in float64
+MAX_REACH = 1000.0
+"""Beyond this many units of T behind the top token a target's bounds are (-inf, S(R/2) +
+F(-R/2)): it wins only if its noise beats the top token's by R, so one of them moves R / 2."""
 _Z_STEP = 0.2
 _G_NODES = np.arange(-5.0, 60.0 + 1e-9, 0.2)
 _LOG_G_WEIGHTS = (-_G_NODES - np.exp(-_G_NODES)) - logsumexp(-_G_NODES - np.exp(-_G_NODES))
@@ -96,7 +102,9 @@ def integrated_law(rho: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with np.errstate(over="ignore", divide="ignore"):
             inner = np.exp(exponent)
             log_cdf = logsumexp(log_weights - inner, axis=1)
-            log_sf = logsumexp(log_weights + np.log(-np.expm1(-inner)), axis=1)
+            # ln(1 - e^-inner), which is exponent - inner / 2 once inner is tiny (no underflow)
+            log_tail = np.where(inner < 1e-10, exponent - inner / 2, np.log(-np.expm1(-inner)))
+            log_sf = logsumexp(log_weights + log_tail, axis=1)
     else:  # F(u) = E_G Phi((u - G) / rho): smooth in G on the scale rho > 1
         scaled = (u[:, None] - _G_NODES[None, :]) / rho
         log_cdf = logsumexp(_LOG_G_WEIGHTS + log_ndtr(scaled), axis=1)
@@ -156,7 +164,11 @@ def token_log_bounds(
     if gaps.size == 0:
         return 0.0, 0.0
     rho = sigma / temperature
-    start, step, count, extra = _grid(rho, float(-gaps.min()))
+    reach = float(-gaps.min())
+    if reach > MAX_REACH:
+        log_cdf, log_sf = integrated_law(rho, np.array([-reach / 2, reach / 2]))
+        return -math.inf, float(min(np.logaddexp(log_cdf[0], log_sf[1]), 0.0))
+    start, step, count, extra = _grid(rho, reach)
     table_cdf, table_sf = noise_law(rho, start - extra * step, step, extra + count + 1)
     table_cdf = np.maximum(table_cdf, _FLOOR)  # far below the bulk F underflows; e^FLOOR is 0
     log_cdf, log_sf = table_cdf[extra:], table_sf[extra:]  # on the x grid
@@ -179,6 +191,8 @@ def token_log_bounds(
     upper = logsumexp(
         np.concatenate([log_mass + log_h_high[1:], [log_cdf[0] + log_h_high[0], log_sf[-1]]])
     )
+    # every term holding a ln F raised to FLOOR is worth at most e^FLOOR in all
+    lower = lower + _log1mexp(_FLOOR - lower) if lower > _FLOOR else -math.inf
     lower -= MARGIN[0] + MARGIN[1] * abs(lower)
     upper += MARGIN[0] + MARGIN[1] * abs(upper)
     return float(lower), float(min(upper, 0.0))

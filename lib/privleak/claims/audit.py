@@ -6,9 +6,9 @@ S2 (PAD) and S4 (DP-RAG's token law) state, judged on the audit's neighbouring p
   visit must stay within epsilon (`stats.worst_case`; one violation contradicts it). Within it on
   every audited pair is all an audit can show: the verdict speaks for these pairs.
 - PAD's per-response (epsilon, delta), gamma-relaxed as the paper states it (the protected steps
-  only): the audited lower bound on those steps (the larger of the event bound and the sampled
-  outputs' bound, `audit.table`, each built on certified bounds of the token law,
-  `audit.pad_law`) against the nominal epsilon of the tightest accountant. A lower bound can
+  only): the audited lower bound on those steps (the event bound, `audit.table`, built on the
+  integrated bounds of the token law, `audit.pad_law`) against the nominal epsilon of the
+  tightest accountant. A lower bound can
   contradict a guarantee, never confirm it, so the interval is (-inf, slack]: contradicted or
   inconclusive. The note adds PAD's premise check (`audit.table.premise`), reported beside the
   verdict, not as its basis.
@@ -55,9 +55,7 @@ def response_slack(rows: pd.DataFrame, claimed: pd.DataFrame, alpha: float) -> E
     """PAD: its gamma-relaxed nominal epsilon (the paper's guarantee, under the tightest
     accountant) minus the audited lower bound on the protected steps, as (-inf, slack]."""
     row = summarise(rows, claims_of("pad", claimed), alpha).iloc[0]
-    bounds = [row.get("event_relaxed_low"), row.get("wb_relaxed_low")]
-    audited = max((float(b) for b in bounds if b is not None and not math.isnan(b)),
-                  default=-math.inf)  # fmt: skip
+    audited = float(row["event_relaxed_low"])  # the event bound (-inf when no event has mass)
     slack = float(row["nominal_relaxed"]) - audited
     accountants = {
         "privacy-loss distribution (the verdict's)": float(row["nominal_relaxed"]),
@@ -74,7 +72,7 @@ def response_slack(rows: pd.DataFrame, claimed: pd.DataFrame, alpha: float) -> E
         + f"; PAD's premise (the logit shift between D and D' <= Δ_t) fails at "
         f"{row['premise_violated']:.0%} of {row['premise_steps']:.0f} protected steps (median "
         f"shift / Δ_t {row['shift_ratio_median']:.3g}), which voids the stated guarantee there; "
-        "the verdict rests on the certified bound"
+        "the verdict rests on the event bound"
     )
     return Estimate(slack, -math.inf, slack, int(rows["canary"].nunique()), note)
 

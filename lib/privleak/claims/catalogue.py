@@ -66,8 +66,9 @@ SPECS = (
         direction="+",
         unit="canaries",
         note="an audit's lower bound can contradict a guarantee, never confirm it: the interval "
-        "is (-inf, slack]; each token's probability is integrated with certified bounds (no "
-        "Monte-Carlo error), so the bound holds at the audit's stated confidence",
+        "is (-inf, slack]; each token's probability is bounded from both sides by integration "
+        "(no Monte-Carlo error) and the verdict rests on the event bound, which needs no "
+        "statistics",
     ),
     Spec(
         id="s2.pad_leaks_less_than_{base}.{outcome}.{corpus}",
