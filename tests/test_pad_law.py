@@ -144,3 +144,12 @@ def test_the_bounds_hold_far_in_the_tails_at_every_noise_scale():
             truth = two_token_log_probability(gap, rho)
             assert low <= truth <= high, (rho, gap, low, truth, high)
             assert high - low < 0.1 * (1 + abs(truth) / 50), (rho, gap, low, truth, high)
+
+
+def test_a_target_far_behind_gets_valid_simple_bounds_and_no_overflow():
+    # beyond MAX_REACH units of T the bounds are (-inf, S(R/2) + F(-R/2)); just inside it the
+    # integral runs where 1 - F would underflow (u ~ 760 at rho <= 1)
+    for gap, rho in ((760.0, 0.5), (1200.0, 0.5), (1200.0, 3.0)):
+        low, high = token_log_bounds(np.array([0.0, gap]) * 0.2, 0, rho * 0.2, 0.2)
+        truth = two_token_log_probability(gap, rho)
+        assert low <= truth <= high and math.isfinite(high), (gap, rho, low, truth, high)

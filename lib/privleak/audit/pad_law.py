@@ -111,7 +111,9 @@ def integrated_law(rho: float, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # 1 - F(u) far above the bulk comes from G beyond the nodes: that tail in closed form
         log_sf = np.logaddexp(logsumexp(_LOG_G_WEIGHTS + log_ndtr(-scaled), axis=1),
                               _gumbel_tail(u, rho))  # fmt: skip
-    return _from_survival(np.minimum(log_cdf, 0.0), np.minimum(log_sf, 0.0))
+    # far below the bulk F underflows (e^-e^u): hold it at FLOOR, where the bounds account for it
+    log_cdf = np.clip(log_cdf, _FLOOR, 0.0)
+    return _from_survival(log_cdf, np.minimum(log_sf, 0.0))
 
 
 @functools.lru_cache(maxsize=64)
@@ -170,7 +172,7 @@ def token_log_bounds(
         return -math.inf, float(min(np.logaddexp(log_cdf[0], log_sf[1]), 0.0))
     start, step, count, extra = _grid(rho, reach)
     table_cdf, table_sf = noise_law(rho, start - extra * step, step, extra + count + 1)
-    table_cdf = np.maximum(table_cdf, _FLOOR)  # far below the bulk F underflows; e^FLOOR is 0
+    table_cdf = np.maximum(table_cdf, _FLOOR)  # the spline may dip below FLOOR: hold it there
     log_cdf, log_sf = table_cdf[extra:], table_sf[extra:]  # on the x grid
     size = table_cdf.size
     # offset of F's argument d_j + x_k from x_k, in grid points from the table's start; beyond
