@@ -45,17 +45,13 @@ from transformers.utils import logging as hf_logging
 
 from privleak import models
 from privleak.batching import ForwardCounter
+from privleak.classifier_policies import ClassifierPolicy, SequenceClassifierPolicy, sentence_embed
 from privleak.data.synthetic import generate
 from privleak.lira_sampling import grouped_continuation_logprobs
 from privleak.models import real_logits
 from privleak.pipeline import params
 from privleak.pipeline.paths import ROOT
-from privleak.policies import (
-    ClassifierPolicy,
-    SequenceClassifierPolicy,
-    sentence_embed,
-    word_spans,
-)
+from privleak.policies import word_spans
 from privleak.scoring import continuation_logprobs
 
 hf_logging.set_verbosity_error()  # no load reports (the classifier's new head) or progress bars

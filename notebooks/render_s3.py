@@ -39,14 +39,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from privleak.domain_privacy import domain_privacy_table
 from privleak.errors import require
 from privleak.figures import check_formats, outside_legend, save_figure, save_table, style
-from privleak.lira import (
-    OVERALL,
-    cell_counts,
-    domain_privacy_table,
-    lira_success_table,
-)
+from privleak.lira import OVERALL, cell_counts, lira_success_table
 from privleak.pipeline import paths
 from privleak.policy_quality import corrected_rate_interval
 

@@ -45,20 +45,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from privleak.classifier_policies import (
+    SEQUENCE_POLICY_FILE,
+    ClassifierPolicy,
+    SequenceClassifierPolicy,
+    sentence_embed,
+)
 from privleak.errors import require
 from privleak.lira_sampling import attack_target
 from privleak.models import load_embedder
 from privleak.pipeline import checkpoint, paths
 from privleak.pipeline.params import profile_key
 from privleak.pipeline.workers import check_workers
-from privleak.policies import (
-    MASK,
-    SEQUENCE_POLICY_FILE,
-    ClassifierPolicy,
-    KeywordPolicy,
-    SequenceClassifierPolicy,
-    sentence_embed,
-)
+from privleak.policies import MASK, KeywordPolicy
 
 PREPARE, MODELS = paths.INTERIM / "s3" / "prepare", paths.INTERIM / "s3" / "models"
 OUT = paths.INTERIM / "s3" / "attack"

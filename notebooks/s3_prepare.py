@@ -60,6 +60,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from privleak.classifier_policies import ClassifierPolicy, SequenceClassifierPolicy, sentence_embed
 from privleak.data import loaders
 from privleak.data.dialogs import DOMAIN_KEYWORDS
 from privleak.data.multidogo_keywords import MULTIDOGO_KEYWORDS
@@ -68,14 +69,7 @@ from privleak.errors import PrivleakError, require
 from privleak.models import load_embedder
 from privleak.pipeline import paths
 from privleak.pipeline.params import profile_key
-from privleak.policies import (
-    ClassifierPolicy,
-    KeywordPolicy,
-    LabelsKept,
-    SequenceClassifierPolicy,
-    redact_own_domains,
-    sentence_embed,
-)
+from privleak.policies import KeywordPolicy, LabelsKept, redact_own_domains
 from privleak.policy_quality import policy_quality_table, turn_flags
 
 OUT = paths.INTERIM / "s3" / "prepare"

@@ -13,15 +13,17 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from tokenizers import processors
 
+from privleak.classifier_policies import (
+    SEQUENCE_POLICY_FILE,
+    ClassifierPolicy,
+    SequenceClassifierPolicy,
+)
 from privleak.data.multidogo_keywords import MULTIDOGO_KEYWORDS
 from privleak.errors import PrivleakError
 from privleak.policies import (
     NONE,
-    SEQUENCE_POLICY_FILE,
-    ClassifierPolicy,
     KeywordPolicy,
     LabelsKept,
-    SequenceClassifierPolicy,
     label_words,
     leaks,
     leaks_many,
@@ -462,7 +464,7 @@ def test_a_saved_sequence_classifier_flags_identically(sequence, tmp_path):
 
 
 def test_sequence_classifier_windows_are_capped_per_class_by_a_seeded_sample():
-    from privleak.policies import _capped
+    from privleak.classifier_policies import _capped
 
     labels = np.array([0, 1, 0, 2, 0, 0, 1])
     kept = _capped(labels, 2, seed=0)
@@ -626,9 +628,9 @@ def test_leaks_is_any_flagged_word(windowed):
 
 
 def test_real_minilm_flags_in_domain_words_more_than_cross_domain_words():
+    from privleak.classifier_policies import sentence_embed
     from privleak.data.dialogs import PRIVATE_DOMAINS, dialogs
     from privleak.models import load_embedder
-    from privleak.policies import sentence_embed
 
     embed = sentence_embed(load_embedder())
     train, _ = dialogs(12, 0, domains=PRIVATE_DOMAINS, turns=[3, 4])

@@ -1,7 +1,7 @@
-"""The statistics of S3's LiRa attack and of domain privacy, from samples already drawn and scored
-by `privleak.lira_sampling`: LiRa scores and the selected candidates, the attack's success rates
-(per leaked domain and OVERALL) with their intervals, the domain-privacy ratio C with its
-bootstrap interval (or lower bound), and the per-target tables that S3's renderers and claims read.
+"""The statistics of S3's LiRa attack, from samples already drawn and scored by
+`privleak.lira_sampling`: LiRa scores and the selected candidates, the attack's success rates
+(per leaked domain and OVERALL) with their intervals, and the per-target tables that S3's
+renderers and claims read (domain privacy C: `privleak.domain_privacy`).
 
 Success-rate base. `rate` = successes / selected: of the non-empty samples the attack picked
 (under j's reference for domain j; for OVERALL the union of the picks over j, a sample counted
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from privleak.claims.stats import Estimate, bootstrap
+from privleak.claims.stats import bootstrap
 from privleak.errors import require
 
 OVERALL = "overall"
@@ -83,7 +81,7 @@ def select_candidates(
     count = per_prompt if top is None else top
     name = "per_prompt" if top is None else "top"
     require(isinstance(count, int) and count >= 1, f"{name} must be an int >= 1, got {count}")
-    codes = np.zeros(len(values), int) if top is not None else _codes(prompt_ids)
+    codes = np.zeros(len(values), int) if top is not None else prompt_codes(prompt_ids)
     # Sort by group, then score descending (NaN last), then index: a stable rank within groups.
     order = np.lexsort((np.arange(len(values)), -values, codes))
     starts = np.searchsorted(codes[order], codes[order], side="left")
@@ -92,7 +90,7 @@ def select_candidates(
     return (rank < count) & ~np.isnan(values)
 
 
-def _codes(ids: Sequence[Hashable]) -> np.ndarray:
+def prompt_codes(ids: Sequence[Hashable]) -> np.ndarray:
     """[n] an int per distinct id (by repr, as decoder group keys), in order of first use."""
     index: dict[str, int] = {}
     return np.array([index.setdefault(repr(key), len(index)) for key in ids], dtype=int)
@@ -240,288 +238,10 @@ def zero_success_interval(picks_per_prompt, *, alpha: float) -> tuple[float, flo
     return 0.0, min(1.0, q * picks.max() / picks.mean())
 
 
-# ---------------------------------------------------------------- domain privacy
-
-
-@dataclass(frozen=True)
-class DomainPrivacy:
-    """The empirical C of one leaked domain and the counts it rests on.
-
-    ratio: target_rate / reference_rate; target_rate, reference_rate: flagged non-empty samples /
-    non-empty samples (pseudocounts included)."""
-
-    ratio: float
-    target_rate: float
-    reference_rate: float
-    target_flagged: int
-    target_nonempty: int
-    reference_flagged: int
-    reference_nonempty: int
-
-
-def _rate(flagged: float, nonempty: float, pseudocount: float) -> float:
-    total = nonempty + 2 * pseudocount
-    return (flagged + pseudocount) / total if total else math.nan
-
-
-def _ratio(target_rate: float, reference_rate: float) -> float:
-    """target / reference; inf for a positive target over 0, NaN for 0 / 0 or a NaN rate."""
-    if reference_rate == 0:
-        return math.inf if target_rate > 0 else math.nan
-    return target_rate / reference_rate
-
-
-def domain_privacy(
-    target_flagged,
-    reference_flagged,
-    target_nonempty,
-    reference_nonempty,
-    *,
-    pseudocount: float = 0.0,
-) -> DomainPrivacy:
-    """Pr_target[flagged by F_j] / Pr_reference[flagged by F_j] over all non-empty samples of
-    each model (target masks [n_t], reference masks [n_r]; flags of empty samples are ignored).
-
-    Zero denominators: with pseudocount 0 the plain ratio is returned, inf when the reference
-    never leaks but the target does (no finite C bounds it), NaN when neither leaks (0 / 0: every
-    C holds, none is estimated) or a model has no non-empty sample; the counts say which. A
-    pseudocount a > 0 gives the add-a estimate (flagged + a) / (non-empty + 2a) per model (a = 0.5:
-    Jeffreys' prior mean), finite and positive whenever both models have samples."""
-    require(pseudocount >= 0, f"pseudocount must be >= 0, got {pseudocount}")
-    counts = []
-    for side, flagged, nonempty in (
-        ("target", target_flagged, target_nonempty),
-        ("reference", reference_flagged, reference_nonempty),
-    ):
-        flagged, nonempty = np.asarray(flagged, bool), np.asarray(nonempty, bool)
-        require(
-            flagged.shape == nonempty.shape and flagged.ndim == 1,
-            f"{side}_flagged has shape {flagged.shape}, {side}_nonempty {nonempty.shape}",
-        )
-        counts += [int((flagged & nonempty).sum()), int(nonempty.sum())]
-    target_rate = _rate(counts[0], counts[1], pseudocount)
-    reference_rate = _rate(counts[2], counts[3], pseudocount)
-    return DomainPrivacy(_ratio(target_rate, reference_rate), target_rate, reference_rate, *counts)
-
-
-def domain_privacy_interval(
-    target_flagged,
-    reference_flagged,
-    target_nonempty,
-    reference_nonempty,
-    target_prompt_ids: Sequence[Hashable],
-    reference_prompt_ids: Sequence[Hashable],
-    *,
-    n_boot: int,
-    seed: int,
-    alpha: float = 0.05,
-    pseudocount: float = 0.0,
-    min_units: int = 2,
-    method: str = "percentile",
-    target_runs: Sequence[Hashable] | None = None,
-    lower_bound_if_reference_clean: bool = False,
-) -> Estimate:
-    """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
-    and method as in `privleak.claims.bootstrap`).
-
-    The unit is the prompt: a prompt's samples come from one context, so they are not
-    independent, and a drawn prompt brings all of its samples under both models along (the same
-    contexts drive target and reference, so the two rates stay paired). `privleak.claims.bootstrap`
-    gives no interval, with a note, when a resample's ratio is not finite (a reference with no
-    flagged sample; a pseudocount > 0 avoids it) or fewer than two prompts.
-
-    target_runs: the training run of each target sample, when the target was trained several
-    times (every run with the same samples per prompt); runs and prompts are then resampled as
-    crossed factors, each run's samples of a prompt paired with the (one) reference's samples of
-    that prompt (fewer than min_units runs: no interval).
-
-    lower_bound_if_reference_clean: where the ratio is inf (pseudocount 0, the reference never
-    flags, the target does), return [`domain_privacy_bound`, inf] with a note saying so, instead
-    of no interval."""
-    target_flagged, reference_flagged = np.asarray(target_flagged), np.asarray(reference_flagged)
-    require(
-        len(target_prompt_ids) == len(target_flagged),
-        f"{len(target_flagged)} target samples for {len(target_prompt_ids)} target_prompt_ids",
-    )
-    require(
-        len(reference_prompt_ids) == len(reference_flagged),
-        f"{len(reference_flagged)} reference samples for {len(reference_prompt_ids)} "
-        "reference_prompt_ids",
-    )
-    # The point estimate's checks (mask shapes, pseudocount) hold for the resampled rows too.
-    point = domain_privacy(
-        target_flagged,
-        reference_flagged,
-        target_nonempty,
-        reference_nonempty,
-        pseudocount=pseudocount,
-    )
-    if lower_bound_if_reference_clean and point.ratio == math.inf:
-        low = domain_privacy_bound(
-            target_flagged,
-            reference_flagged,
-            target_nonempty,
-            reference_nonempty,
-            target_prompt_ids,
-            reference_prompt_ids,
-            n_boot=n_boot,
-            seed=seed,
-            alpha=alpha,
-            min_units=min_units,
-            method=method,
-            target_runs=target_runs,
-        )
-        units = len(np.unique(_codes([*target_prompt_ids, *reference_prompt_ids])))
-        note = "the reference never flags: low is a lower bound on C, with no upper limit"
-        return Estimate(math.inf, low, math.inf, units, note)
-    target = _flag_rows(1.0, target_flagged, target_nonempty)
-    reference = _flag_rows(0.0, reference_flagged, reference_nonempty)
-    target_groups, reference_groups = list(target_prompt_ids), list(reference_prompt_ids)
-    crossing, copies = {}, 1
-    if target_runs is not None:
-        require(
-            len(target_runs) == len(target_flagged),
-            f"{len(target_flagged)} target samples for {len(target_runs)} target_runs",
-        )
-        # Each run's cell of a prompt: that run's samples of it and the reference's samples of it.
-        run_codes = _codes(target_runs)
-        runs = range(int(run_codes.max()) + 1)
-        copies = len(runs)  # a resample draws len(runs) runs, each with the reference's rows
-        reference = np.concatenate([reference] * copies)
-        reference_groups = reference_groups * len(runs)
-        crossing["runs"] = np.r_[run_codes, np.repeat(runs, len(reference_flagged))]
-    rows = np.r_[target, reference]
-    # A percentile interval maps through any monotone transform, so where the reference flags
-    # less often than the target (a resample may draw none of its flags: C = inf there), the
-    # interval of 1 / C = reference rate / target rate, finite unless a resample draws none of
-    # the target's flags, is inverted.
-    inverted = (
-        method == "percentile"
-        and pseudocount == 0
-        and point.reference_flagged > 0
-        and point.reference_flagged * point.target_nonempty
-        < point.target_flagged * point.reference_nonempty
-    )
-    estimate = bootstrap(
-        rows,
-        partial(
-            _ratio_of_rows, pseudocount=pseudocount, reference_copies=copies, inverted=inverted
-        ),
-        n_boot=n_boot,
-        seed=seed,
-        alpha=alpha,
-        min_units=min_units,
-        method=method,
-        groups=_codes([*target_groups, *reference_groups]),
-        **crossing,
-    )
-    if not inverted:
-        return estimate
-    return replace(
-        estimate, effect=point.ratio, low=_inverse(estimate.high), high=_inverse(estimate.low)
-    )
-
-
-def _inverse(value: float) -> float:
-    """1 / value, with 1 / 0 = inf (a ratio's bound where its inverse reaches 0); NaN stays."""
-    return math.inf if value == 0 else 1 / value
-
-
-def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
-    """Rows [is_target, flagged and non-empty, non-empty], one per sample."""
-    flagged, nonempty = np.asarray(flagged, bool), np.asarray(nonempty, bool)
-    return np.c_[np.full(len(flagged), is_target), flagged & nonempty, nonempty]
-
-
-def _ratio_of_rows(
-    drawn: np.ndarray, pseudocount: float, reference_copies: int = 1, inverted: bool = False
-) -> float:
-    """domain_privacy's ratio of `_flag_rows` rows (target and reference rows together), where
-    the reference's rows come `reference_copies` times (once per drawn training run); its
-    inverse (reference rate / target rate) when `inverted`."""
-    target = drawn[:, 0] == 1
-    flagged, nonempty = drawn[:, 1], drawn[:, 2]
-    rates = (
-        _rate(flagged[target].sum(), nonempty[target].sum(), pseudocount),
-        _rate(
-            flagged[~target].sum() / reference_copies,
-            nonempty[~target].sum() / reference_copies,
-            pseudocount,
-        ),
-    )
-    return _ratio(*rates[::-1]) if inverted else _ratio(*rates)
-
-
-def domain_privacy_bound(
-    target_flagged,
-    reference_flagged,
-    target_nonempty,
-    reference_nonempty,
-    target_prompt_ids: Sequence[Hashable],
-    reference_prompt_ids: Sequence[Hashable],
-    *,
-    n_boot: int,
-    seed: int,
-    alpha: float = 0.05,
-    min_units: int = 2,
-    method: str = "percentile",
-    target_runs: Sequence[Hashable] | None = None,
-) -> float:
-    """A lower bound on C where the reference never flags (its estimate is inf): the target
-    rate's (1 - alpha) lower limit over the reference rate's (1 - alpha) upper limit, so the
-    bound fails with probability at most alpha (each limit fails with at most alpha / 2).
-
-    The target rate's limit is its bootstrap interval over prompts (runs crossed when
-    target_runs is given; arguments as in `domain_privacy_interval`); NaN where that bootstrap
-    gives no interval, 0 where the target never flags either (C >= 0 holds trivially). The
-    reference rate's limit is exact at 0 flagged: a sample's chance to be flagged is at most its
-    prompt's chance to have a flagged sample, whose Clopper-Pearson upper limit at 0 of the
-    reference's prompts with a non-empty sample (the independent unit: a prompt's samples share
-    one context) is 1 - (alpha / 2) ** (1 / prompts). NaN where the reference has no non-empty
-    sample."""
-    point = domain_privacy(target_flagged, reference_flagged, target_nonempty, reference_nonempty)
-    require(
-        point.reference_flagged == 0,
-        f"domain_privacy_bound is for a reference that never flags; this one flags "
-        f"{point.reference_flagged} non-empty samples (use domain_privacy_interval)",
-    )
-    require(
-        len(target_prompt_ids) == len(np.asarray(target_flagged)),
-        f"{len(np.asarray(target_flagged))} target samples for {len(target_prompt_ids)} "
-        "target_prompt_ids",
-    )
-    require(
-        len(reference_prompt_ids) == len(np.asarray(reference_flagged)),
-        f"{len(np.asarray(reference_flagged))} reference samples for "
-        f"{len(reference_prompt_ids)} reference_prompt_ids",
-    )
-    reference_nonempty = np.asarray(reference_nonempty, bool)
-    reference_prompts = len(set(_codes(reference_prompt_ids)[reference_nonempty]))
-    if reference_prompts == 0:
-        return math.nan
-    if point.target_flagged == 0:
-        return 0.0
-    crossing = {} if target_runs is None else {"runs": target_runs}
-    target_nonempty = np.asarray(target_nonempty, bool)
-    target = bootstrap(
-        np.c_[np.asarray(target_flagged, bool) & target_nonempty, target_nonempty],
-        _ratio_of_sums,
-        n_boot=n_boot,
-        seed=seed,
-        alpha=alpha,
-        min_units=min_units,
-        method=method,
-        groups=_codes(target_prompt_ids),
-        **crossing,
-    )
-    reference = stats.binomtest(0, reference_prompts).proportion_ci(1 - alpha, method="exact")
-    return target.low / reference.high
-
-
 # ---------------------------------------------------------------- tables of one target's samples
 
 
-def _ratio_of_sums(rows: np.ndarray) -> float:
+def ratio_of_sums(rows: np.ndarray) -> float:
     """sum(rows[:, 0]) / sum(rows[:, 1]) of rows [count, total]; NaN when the total is 0."""
     total = rows[:, 1].sum()
     return rows[:, 0].sum() / total if total else math.nan
@@ -565,7 +285,7 @@ def success_rate_interval(
     require(not (success & ~selected).any(), "success must be a subset of selected")
     if not selected.any():
         return math.nan, math.nan
-    prompts = _codes(prompt_ids)
+    prompts = prompt_codes(prompt_ids)
     wins = success[selected]
     if not wins.any() or wins.all():
         # A prompt's runs share its context: the exact bound counts prompts, their picks summed
@@ -578,9 +298,9 @@ def success_rate_interval(
         rows, groups, crossing = np.c_[wins, np.ones(len(wins))], prompts[selected], {}
     else:  # every sample is a row, so each (run, prompt) cell holds the same number of rows
         rows, groups = np.c_[success, selected].astype(float), prompts
-        crossing = {"runs": _codes(runs)}
+        crossing = {"runs": prompt_codes(runs)}
     estimate = bootstrap(
-        rows, _ratio_of_sums, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups, **crossing
+        rows, ratio_of_sums, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups, **crossing
     )
     return estimate.low, estimate.high
 
@@ -679,73 +399,6 @@ def lira_success_table(
     return out
 
 
-def domain_privacy_table(
-    drawn,
-    references: Mapping[str, object],
-    policy: str,
-    *,
-    n_boot: int,
-    seed: int,
-    alpha: float,
-    runs: Sequence[Hashable] | None = None,
-) -> dict[str, dict]:
-    """Domain privacy C of one target's samples against each leaked domain's reference: the plain
-    ratio of the two flagged rates (no pseudocount) and its bootstrap interval over prompts.
-
-    Where the reference never flags, the ratio is inf and not estimable; where the target does,
-    `domain_privacy_bound` still bounds C from below.
-
-    Args:
-        drawn: the target's samples, a frame with columns prompt_id, empty and
-            leak_<policy>_<j>.
-        references: per leaked domain j, the reference M_(D without d_j)'s samples (same
-            columns); its keys are the leaked domains, in table order.
-        policy: the policy whose flags count as leaks.
-        n_boot, seed, alpha: the bootstrap over prompts (`domain_privacy_interval`).
-        runs: the training run of each target sample, when `drawn` holds several runs of the
-            target: runs and prompts are then resampled as crossed factors.
-
-    Returns:
-        Per leaked domain j: {ratio, low, high, bound, target_rate, reference_rate}, bound one of
-        "" ((low, high) a two-sided interval, NaN where the bootstrap gives none), "lower" (the
-        reference never flags, the target does: ratio inf, low the lower bound, high inf) and
-        "none" (neither model flags: ratio NaN, low 0, high inf, every C holds).
-    """
-    out = {}
-    for j, reference in references.items():
-        masks = (
-            drawn[f"leak_{policy}_{j}"].to_numpy(),
-            reference[f"leak_{policy}_{j}"].to_numpy(),
-            ~drawn["empty"].to_numpy(),
-            ~reference["empty"].to_numpy(),
-        )
-        point = domain_privacy(*masks)
-        if point.target_flagged == point.reference_flagged == 0:
-            low, high, bound = 0.0, math.inf, "none"
-        else:
-            estimate = domain_privacy_interval(
-                *masks,
-                drawn["prompt_id"].tolist(),
-                reference["prompt_id"].tolist(),
-                n_boot=n_boot,
-                seed=seed,
-                alpha=alpha,
-                lower_bound_if_reference_clean=True,
-                target_runs=runs,
-            )
-            low, high = estimate.low, estimate.high
-            bound = "lower" if point.ratio == math.inf else ""
-        out[j] = {
-            "ratio": point.ratio,
-            "low": low,
-            "high": high,
-            "bound": bound,
-            "target_rate": point.target_rate,
-            "reference_rate": point.reference_rate,
-        }
-    return out
-
-
 def cell_counts(
     drawn, policy: str, leaked: Sequence[str], runs: Sequence[Hashable] | None = None
 ) -> dict[str, np.ndarray]:
@@ -757,6 +410,6 @@ def cell_counts(
     out = {}
     for key in [OVERALL, *leaked]:
         counts = pd.DataFrame({"s": picks[key].success, "n": picks[key].selected})
-        summed = counts.groupby(_codes(ids)).sum()
+        summed = counts.groupby(prompt_codes(ids)).sum()
         out[key] = summed[summed["n"] > 0].to_numpy(dtype=float)
     return out

@@ -30,7 +30,8 @@ import pandas as pd
 
 from privleak.claims.registry import NONE, Finding
 from privleak.claims.stats import Estimate
-from privleak.lira import domain_privacy_interval, prompt_successes
+from privleak.domain_privacy import domain_privacy_interval
+from privleak.lira import prompt_successes
 
 Boot = Callable[..., Estimate]
 POLICIES = ("keyword", "classifier")

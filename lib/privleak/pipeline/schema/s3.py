@@ -35,9 +35,10 @@ class S3FineTune(Strict):  # the sequence classifier's fine-tune on labelled wor
 
 
 class S3Classifier(Strict):  # the Sequence Classification policy over word windows
-    # sequence: a fine-tuned sequence classifier (privleak.policies.SequenceClassifierPolicy),
-    # the paper's kind; embedding_logistic: logistic regression on sentence embeddings of the
-    # windows (privleak.policies.ClassifierPolicy, models.embedder), a cheaper stand-in
+    # sequence: a fine-tuned sequence classifier
+    # (privleak.classifier_policies.SequenceClassifierPolicy), the paper's kind;
+    # embedding_logistic: logistic regression on sentence embeddings of the windows
+    # (privleak.classifier_policies.ClassifierPolicy, models.embedder), a cheaper stand-in
     kind: Annotated[str, one_of("sequence", "embedding_logistic")]
     # sequence: the pretrained checkpoint fine-tuned (hub id or folder)
     model: Annotated[str | None, optional(TEXT)] = None
