@@ -35,9 +35,11 @@ pathlib.Path("out").write_text("partial")
 pathlib.Path("extra").write_text("partial")
 """
 # Writes "<child> <kernel> <runner>" pids once the child runs, then sleeps for the test's signal.
+# The runner is the kernel's launcher (JPY_PARENT_PID), not its parent: kernels are forked by a
+# zygote (privleak.pipeline.zygote).
 SLEEPS = """\
 child = subprocess.Popen(["sleep", "60"])
-pathlib.Path("pids.tmp").write_text(f"{child.pid} {os.getpid()} {os.getppid()}")
+pathlib.Path("pids.tmp").write_text(f"{child.pid} {os.getpid()} {os.environ['JPY_PARENT_PID']}")
 os.replace("pids.tmp", "pids")
 time.sleep(60)
 """

@@ -12,6 +12,9 @@ starts and writes their collapsed stacks to <dir>/<stage>.txt when the kernel ex
 outside the runner's process tree, so stopping the stage's processes never cuts its file short;
 nothing waits for it, so the last stage's file may appear a moment after `dvc repro` returns. A
 sampler that cannot attach says why in <dir>/<stage>.log.
+
+Unprofiled kernels are forked from a warm parent with the heavy imports done
+(`privleak.pipeline.zygote`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
+
+from privleak.pipeline import zygote
 
 PROFILE_ENV = "PRIVLEAK_PROFILE_DIR"
 PROFILE_RATE_HZ = 20
@@ -54,6 +59,8 @@ class LoggedKernelManager(AsyncKernelManager):
         profile_dir = os.environ.get(PROFILE_ENV)
         if profile_dir:
             profiler_command(0, Path(profile_dir))  # no py-spy: fail before any kernel starts
+        if zygote.enabled():
+            kernel_cmd = zygote.stand_in(kernel_cmd)
         with open(self.output_file, "wb") as output:
             redirected = {**kw, "stdout": output, "stderr": output}
             await super()._async_launch_kernel(kernel_cmd, **redirected)

@@ -1,0 +1,352 @@
+"""Stage kernels forked from a warm parent: each stage's notebook starts with torch,
+transformers, pandas and ipykernel already imported, instead of paying their 5-8 s of imports in
+every stage.
+
+The stage runner's kernel manager (`privleak.pipeline.kernel`) launches
+
+    python -m privleak.pipeline.zygote python -m ipykernel_launcher -f CONNECTION ...
+
+in place of the kernel command. That process, the *stand-in*, asks a *zygote* (one per
+interpreter, site-packages and environment; started on first use, in its own session, and gone
+after IDLE_S seconds without a kernel) to fork a kernel that runs the command's module. The
+stand-in is what jupyter_client sees as the kernel: signals sent to it go to the forked kernel,
+it exits with the kernel's status, and the kernel (with the processes it started) is killed when
+the stand-in dies. Anything that goes wrong before the fork (no zygote, a refused socket) falls
+back to running the kernel command itself, so a stage never depends on the zygote.
+
+What the fork shares with a fresh kernel: the command, working directory and environment are the
+stand-in's (the zygote is keyed by every environment variable a library may read at import,
+`_key`); the zygote imports third-party modules only, never privleak's own (edited between
+stages), runs no computation and starts no thread before it forks, so each kernel's torch
+starts its thread pools itself. Off with PRIVLEAK_ZYGOTE=0 and while stages are profiled (py-spy
+samples the kernel's process).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+MODULE = "privleak.pipeline.zygote"  # this module's name, also where it runs as __main__
+ENV = "PRIVLEAK_ZYGOTE"
+IDLE_S = 60.0
+"""A zygote exits after this long with no kernel running and no request."""
+START_S = 60.0
+"""How long a stand-in waits for a new zygote's imports before it runs the kernel itself."""
+PRELOAD = (
+    "numpy",
+    "pandas",
+    "scipy.stats",
+    "torch",
+    "transformers",
+    "transformers.models.llama.modeling_llama",
+    "ipykernel.kernelapp",
+)
+# Set per stage or per kernel by the runner, DVC or jupyter_client, and read by no preloaded
+# module at import: they do not select the zygote, and each kernel gets its own values.
+_PER_KERNEL = ("JPY_", "DVC_", "PRIVLEAK_PROFILE", "PWD", "OLDPWD", "SHLVL", "_")
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+              signal.SIGUSR2)  # fmt: skip
+
+
+def enabled() -> bool:
+    """Whether stage kernels are forked from a zygote: on Linux, unless PRIVLEAK_ZYGOTE=0 or
+    stages are profiled (PRIVLEAK_PROFILE_DIR)."""
+    return (
+        sys.platform.startswith("linux")
+        and os.environ.get(ENV, "1") != "0"
+        and not os.environ.get("PRIVLEAK_PROFILE_DIR")
+    )
+
+
+def stand_in(kernel_cmd: list[str]) -> list[str]:
+    """The command that launches `kernel_cmd` (`python -m MODULE ARGS...`) through a zygote."""
+    return [sys.executable, "-m", MODULE, *kernel_cmd]
+
+
+def _per_kernel(name: str) -> bool:
+    return any(name == p or (p.endswith("_") and name.startswith(p)) for p in _PER_KERNEL)
+
+
+def _key(env: dict[str, str]) -> str:
+    """The zygote's identity: the interpreter, its site-packages (installing a package changes
+    the directory's mtime) and every environment variable but the per-kernel ones."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    shared = sorted((k, v) for k, v in env.items() if not _per_kernel(k))
+    text = json.dumps([sys.executable, str(site), site.stat().st_mtime_ns, shared])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _socket_path(key: str) -> Path:
+    # The system temp dir keeps the path under the 107-byte limit of a Unix socket.
+    return Path(tempfile.gettempdir()) / f"privleak-zygote-{os.getuid()}-{key}.sock"
+
+
+# ---------------------------------------------------------------- the stand-in
+
+
+def _connect(path: Path) -> socket.socket | None:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(str(path))
+    except OSError:
+        client.close()
+        return None
+    return client
+
+
+def _zygote(path: Path) -> socket.socket | None:
+    """A connection to the zygote at `path`, starting one (in its own session, outside the
+    runner's process tree) if none answers; None if none is up within START_S."""
+    client = _connect(path)
+    if client is not None:
+        return client
+    import fcntl
+
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time; the others wait and connect
+        client = _connect(path)
+        if client is not None:
+            return client
+        # Returns at once: the zygote detaches (`main`) and writes its own output to the log.
+        with open(f"{path}.log", "wb") as log:
+            subprocess.run(
+                [sys.executable, "-m", MODULE, "--serve", str(path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, check=False,
+            )  # fmt: skip
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            client = _connect(path)
+            if client is not None:
+                return client
+            time.sleep(0.05)
+    return None
+
+
+def _read_line(conn: socket.socket) -> str | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = conn.recv(256)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return None
+        data += chunk
+    return data.decode().strip()
+
+
+def _kill_tree(pid: int, sig: int) -> None:
+    import psutil
+
+    try:  # the descendants first: a parent killed first would leave them unlisted
+        processes = [*psutil.Process(pid).children(recursive=True), psutil.Process(pid)]
+    except psutil.Error:
+        return
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(sig)
+
+
+def run_stand_in(kernel_cmd: list[str]) -> int:
+    """Run `kernel_cmd` in a kernel forked by the zygote and return its exit status; run it
+    in this process (exec) when it is not `python -m MODULE ...` or no zygote answers."""
+    forkable = (
+        len(kernel_cmd) >= 3
+        and kernel_cmd[1] == "-m"
+        and os.path.realpath(kernel_cmd[0]) == os.path.realpath(sys.executable)
+    )
+    conn = _zygote(_socket_path(_key(dict(os.environ)))) if forkable else None
+    if conn is None:
+        os.execv(kernel_cmd[0], kernel_cmd)
+    request = {"argv": kernel_cmd[2:], "env": dict(os.environ), "cwd": os.getcwd()}
+    fds = array.array("i", [0, 1, 2])
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+    conn.sendmsg([json.dumps(request).encode() + b"\n"], rights)
+    reply = _read_line(conn)
+    if reply is None:  # the zygote died before forking: nothing runs yet
+        os.execv(kernel_cmd[0], kernel_cmd)
+    pid = int(reply)
+
+    def forward(signum, _frame):
+        # As if sent to the kernel itself: jupyter_client interrupts the kernel's process group,
+        # the runner stops every process the kernel started.
+        if signum == signal.SIGINT:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signum)
+        else:
+            _kill_tree(pid, signum)
+
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
+    status = _read_line(conn)
+    if status is None:  # the zygote died: the kernel's status is lost with it
+        _kill_tree(pid, signal.SIGKILL)
+        return 1
+    code = int(status)
+    if code < 0:  # killed by a signal: end the same way, as the kernel itself would have
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+# ---------------------------------------------------------------- the zygote
+
+
+def _child(conn: socket.socket, request: dict, fds: list[int], started_in: str) -> None:
+    """In the forked kernel: take the stand-in's stdio, directory and environment, forget any
+    privleak module the zygote imported, die with the stand-in, and run the requested module as
+    __main__. Never returns."""
+    code = 1
+    try:
+        for name in [n for n in sys.modules if n == "privleak" or n.startswith("privleak.")]:
+            del sys.modules[name]
+        if sys.path and sys.path[0] == started_in:  # `python -m` puts the working dir first
+            sys.path[0] = request["cwd"]
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.setpgid(0, 0)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+
+        def die_with_stand_in() -> None:
+            while True:
+                try:
+                    if not conn.recv(1):
+                        break
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+            _kill_tree(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=die_with_stand_in, name="privleak-stand-in", daemon=True).start()
+        import runpy
+
+        module, *arguments = request["argv"]
+        sys.argv = [module, *arguments]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as ending:
+            code = ending.code if isinstance(ending.code, int) else (ending.code is not None)
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(int(code))
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
+    """A request (one JSON line) and the three descriptors that came with it."""
+    data, fds = b"", []
+    while not data.endswith(b"\n"):
+        chunk, ancillary, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * 4))
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += array.array("i", payload[: len(payload) - len(payload) % 4]).tolist()
+        if not chunk:
+            for fd in fds:
+                os.close(fd)
+            return None
+        data += chunk
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return json.loads(data), fds
+
+
+def serve(path: Path) -> None:
+    """Import PRELOAD, then fork a kernel per request until IDLE_S pass with none running.
+
+    Single-threaded: a process that forks must not hold threads. Each request's connection
+    gets the kernel's pid, then its exit status."""
+    import importlib
+
+    for module in PRELOAD:
+        importlib.import_module(module)
+    started_in = os.getcwd()
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    inode = path.stat().st_ino
+    kernels: dict[int, socket.socket] = {}
+    last = time.monotonic()
+    while True:
+        ready, _, _ = select.select([server], [], [], 0.2)
+        if ready:
+            conn, _ = server.accept()
+            received = _receive(conn)
+            if received is None:
+                conn.close()
+                continue
+            request, fds = received
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                for other in kernels.values():
+                    other.close()
+                _child(conn, request, fds, started_in)
+            for fd in fds:
+                os.close(fd)
+            kernels[pid] = conn
+            with contextlib.suppress(OSError):
+                conn.sendall(f"{pid}\n".encode())
+        while kernels:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            conn = kernels.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                conn.close()
+        if kernels:
+            last = time.monotonic()
+        replaced = not path.exists() or path.stat().st_ino != inode
+        if replaced or time.monotonic() - last > IDLE_S:
+            break
+    server.close()
+    if not replaced:
+        path.unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--serve"]:
+        # Detach: the zygote is no child of the stand-in (nor of the stage runner, which stops
+        # every descendant when its stage ends), and in a session of its own.
+        if os.fork() > 0:
+            return 0
+        os.setsid()
+        serve(Path(argv[1]))
+        return 0
+    return run_stand_in(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""Kernels forked from a warm zygote (privleak.pipeline.zygote): the forked process runs the
+command's module with the stand-in's arguments, environment and directory, the heavy imports done
+and no privleak module left over; its status, signals and death travel through the stand-in.
+
+The stage runner's own tests (test_stage.py) run every notebook through the zygote too."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from privleak.pipeline import zygote
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+PROBE = """\
+import json, os, sys
+json.dump({
+    "argv": sys.argv[1:], "cwd": os.getcwd(), "marker": os.environ.get("JPY_MARKER"),
+    "preloaded": "torch" in sys.modules, "privleak": "privleak" in sys.modules,
+    "parent": os.getppid(),
+}, open(os.environ["JPY_OUT"], "w"))
+sys.exit(int(os.environ.get("JPY_CODE", "0")))
+"""
+SLEEPER = """\
+import os, pathlib, subprocess, time
+child = subprocess.Popen(["sleep", "60"])
+pathlib.Path(os.environ["JPY_OUT"]).write_text(f"{child.pid} {os.getpid()}")
+time.sleep(60)
+"""
+
+
+# The probes' variables are per kernel (JPY_*, as jupyter_client's own): they do not select the
+# zygote, so every run here shares one.
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory) -> Path:
+    """One folder of probe modules for the whole file, so its tests share one zygote."""
+    folder = tmp_path_factory.mktemp("zygote")
+    (folder / "probe.py").write_text(PROBE)
+    (folder / "sleeper.py").write_text(SLEEPER)
+    return folder
+
+
+def stand_in(modules: Path, module: str, *args: str, out: Path, **env: str) -> subprocess.Popen:
+    environment = {**os.environ, "PYTHONPATH": str(modules), "JPY_OUT": str(out), **env}
+    command = zygote.stand_in([sys.executable, "-m", module, *args])
+    return subprocess.Popen(command, cwd=out.parent, env=environment)
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether the process exits (or is a zombie) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_fork_runs_the_command_as_a_fresh_kernel_would_with_the_imports_done(modules, tmp_path):
+    seen = []
+    for run, (marker, code) in enumerate([("first", 3), ("second", 0)]):
+        out = tmp_path / f"run{run}" / "probe.json"
+        out.parent.mkdir()
+        done = stand_in(
+            modules, "probe", "-f", marker, out=out, JPY_MARKER=marker, JPY_CODE=str(code)
+        )
+        assert done.wait(timeout=120) == code
+        seen.append(json.loads(out.read_text()))
+    for probe, marker, run in zip(seen, ["first", "second"], range(2), strict=True):
+        assert probe["argv"] == ["-f", marker]
+        assert probe["marker"] == marker  # the stand-in's environment, not the zygote's
+        assert probe["cwd"] == str(tmp_path / f"run{run}")
+        assert probe["preloaded"] and not probe["privleak"]
+    assert seen[0]["parent"] == seen[1]["parent"]  # one zygote forked both
+
+
+def test_a_signal_to_the_stand_in_stops_the_kernel_and_its_children(modules, tmp_path):
+    out = tmp_path / "pids"
+    running = stand_in(modules, "sleeper", out=out)
+    deadline = time.monotonic() + 60
+    while not out.exists():
+        assert running.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    child, kernel = map(int, out.read_text().split())
+    running.send_signal(signal.SIGTERM)
+    assert running.wait(timeout=30) == -signal.SIGTERM
+    assert gone(child) and gone(kernel)
+
+
+def test_a_killed_stand_in_takes_the_kernel_and_its_children_with_it(modules, tmp_path):
+    out = tmp_path / "pids"
+    running = stand_in(modules, "sleeper", out=out)
+    deadline = time.monotonic() + 60
+    while not out.exists():
+        assert running.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    child, kernel = map(int, out.read_text().split())
+    running.kill()
+    running.wait(timeout=30)
+    assert gone(child) and gone(kernel)
+
+
+def test_a_command_that_cannot_be_forked_runs_itself(tmp_path):
+    done = subprocess.run(
+        zygote.stand_in(["/bin/echo", "as", "is"]), capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "as is\n")
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [({}, True), ({"PRIVLEAK_ZYGOTE": "0"}, False), ({"PRIVLEAK_PROFILE_DIR": "/tmp/p"}, False)],
+)
+def test_the_zygote_is_off_when_asked_or_while_stages_are_profiled(monkeypatch, env, on):
+    for name in ("PRIVLEAK_ZYGOTE", "PRIVLEAK_PROFILE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert zygote.enabled() is on
