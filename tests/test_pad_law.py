@@ -153,3 +153,20 @@ def test_a_target_far_behind_gets_valid_simple_bounds_and_no_overflow():
         low, high = token_log_bounds(np.array([0.0, gap]) * 0.2, 0, rho * 0.2, 0.2)
         truth = two_token_log_probability(gap, rho)
         assert low <= truth <= high and math.isfinite(high), (gap, rho, low, truth, high)
+
+
+def test_a_small_vocabulary_sums_its_offsets_directly_as_the_fft_would():
+    """`_log_h` sums at most DIRECT_OFFSETS held offsets directly; beyond, by FFT. Both are the
+    same correlation: on 5 held offsets and on 200 they agree with a plain loop."""
+    from privleak.audit import pad_law
+
+    rng = np.random.default_rng(0)
+    table = np.cumsum(-rng.random(300))  # an increasing-then-capped ln F stand-in
+    for held in (5, 200):
+        counts = np.zeros(table.size + 41 + 1)  # K + 1 = 41 shifts
+        counts[rng.choice(counts.size, held, replace=False)] = rng.integers(1, 4, held)
+        got = pad_law._log_h(counts, table, -50.0, -0.1)
+        extended = np.concatenate([np.full(41, -50.0), table, np.full(41, -0.1)])
+        loop = [sum(c * extended[k + b] for b, c in enumerate(counts) if c) for k in range(41)]
+        np.testing.assert_allclose(got, loop, rtol=1e-12, atol=1e-9)
+    assert 5 <= pad_law.DIRECT_OFFSETS < 200  # one case per path

@@ -53,6 +53,8 @@ CELLS_PER_SCALE = 200
 SPLINE_STRIDE = 20
 """ln F and ln(1 - F) are integrated at every SPLINE_STRIDE-th grid point and a cubic spline fills
 in the rest."""
+DIRECT_OFFSETS = 64
+"""Up to this many distinct competitor offsets on the grid, their sum is direct, not an FFT."""
 _LOWER_TAIL = 4.0  # P(G < -4) = exp(-e^4) ~ 2e-24
 _UPPER_TAIL = 45.0  # P(G > 45) ~ 3e-20
 _SPREAD = 9.0  # P(|Z| > 9) ~ 2e-19
@@ -130,9 +132,13 @@ def noise_law(rho: float, start: float, step: float, count: int) -> tuple[np.nda
 def _log_h(counts: np.ndarray, table: np.ndarray, below: float, above: float) -> np.ndarray:
     """[K + 1] sum_b counts[b] table[k + b] for k = 0..K, the table [N] read as `below` before its
     first entry and as `above` past its last: counts over offsets b = -(K + 1)..N (index
-    b + K + 1), an FFT correlation."""
+    b + K + 1). An FFT correlation, or a direct sum over the offsets that hold a count when they
+    are at most DIRECT_OFFSETS (a small vocabulary)."""
     size = counts.size - table.size - 1  # K + 1
     extended = np.concatenate([np.full(size, below), table, np.full(size, above)])
+    held = np.flatnonzero(counts)
+    if held.size <= DIRECT_OFFSETS:
+        return extended[np.arange(size)[:, None] + held[None, :]] @ counts[held]
     return fftconvolve(extended, counts[::-1], mode="valid")
 
 

@@ -1,6 +1,6 @@
 """Stage kernels forked from a warm parent: each stage's notebook starts with torch,
-transformers, pandas and ipykernel already imported, instead of paying their 5-8 s of imports in
-every stage.
+transformers, pandas, Chroma and ipykernel already imported, instead of paying their 5-8 s of
+imports in every stage.
 
 The stage runner's kernel manager (`privleak.pipeline.kernel`) launches
 
@@ -17,9 +17,10 @@ back to running the kernel command itself, so a stage never depends on the zygot
 What the fork shares with a fresh kernel: the command, working directory and environment are the
 stand-in's (the zygote is keyed by every environment variable a library may read at import,
 `_key`); the zygote imports third-party modules only, never privleak's own (edited between
-stages), runs no computation and starts no thread before it forks, so each kernel's torch
-starts its thread pools itself. Off with PRIVLEAK_ZYGOTE=0 and while stages are profiled (py-spy
-samples the kernel's process).
+stages), runs no computation and starts no thread of its own before it forks, so each kernel's
+torch starts its thread pools itself (the import-time pools of OpenBLAS and jemalloc have fork
+handlers of their own). The smoke DAG's outputs are byte-identical with and without it. Off
+with PRIVLEAK_ZYGOTE=0 and while stages are profiled (py-spy samples the kernel's process).
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ PRELOAD = (
     "torch",
     "transformers",
     "transformers.models.llama.modeling_llama",
+    "sentence_transformers",
+    "chromadb",
+    "chromadb.utils.embedding_functions",
     "ipykernel.kernelapp",
 )
+"""Third-party modules only, none that reads the kernel's settings at import (matplotlib takes its
+backend from ipykernel's MPLBACKEND: not here)."""
 # Set per stage or per kernel by the runner, DVC or jupyter_client, and read by no preloaded
 # module at import: they do not select the zygote, and each kernel gets its own values.
 _PER_KERNEL = ("JPY_", "DVC_", "PRIVLEAK_PROFILE", "PWD", "OLDPWD", "SHLVL", "_")
