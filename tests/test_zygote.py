@@ -131,3 +131,25 @@ def test_the_zygote_is_off_when_asked_or_while_stages_are_profiled(monkeypatch, 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert zygote.enabled() is on
+
+
+def test_a_report_rendered_in_a_fork_is_the_one_rendered_in_process(tmp_path):
+    import nbformat
+
+    from privleak.pipeline import report_html
+
+    cell = nbformat.v4.new_code_cell(
+        "print(1)", outputs=[nbformat.v4.new_output("stream", text="1")]
+    )
+    executed = tmp_path / "toy.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), executed)
+    command = [
+        sys.executable,
+        "-m",
+        report_html.__name__,
+        str(executed),
+        str(tmp_path / "toy.html"),
+    ]
+    done = subprocess.run(zygote.stand_in(command), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "toy.html").read_text() == report_html.render(executed)

@@ -40,6 +40,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -51,7 +52,7 @@ import yaml
 from filelock import FileLock, Timeout
 
 from privleak.errors import PrivleakError, require
-from privleak.pipeline import checkpoint, paths, recorded
+from privleak.pipeline import checkpoint, paths, recorded, report_html, zygote
 from privleak.pipeline import params as params_module
 
 # jsonschema, which nbformat imports, loads rfc3987_syntax when it is installed and that package
@@ -229,6 +230,14 @@ class _QuietNbclient(logging.Filter):
         return "nbclient" not in Path(record.pathname).parts
 
 
+class _QuietTeardown(logging.Filter):
+    """Drops asyncio's "Task was destroyed but it is pending!" for nbclient's output poll, left
+    pending when a timed-out or dead kernel ends the run: the failure is the runner's one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Task was destroyed but it is pending")
+
+
 def kernel_log(stage: str) -> Path:
     """Where the stage's kernel writes its own stdout and stderr (privleak.pipeline.kernel)."""
     return paths.ROOT / ".privleak" / "kernels" / f"{stage}.log"
@@ -346,13 +355,17 @@ def _load(stage: str, profile: str | None):
 
 
 def _publish(executed: Path, report_dir: Path) -> None:
-    """Move the executed notebook into reports/<stage>/, next to its HTML rendering."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    """Move the executed notebook into reports/<stage>/, next to its HTML rendering (rendered in
+    a fork of the kernels' zygote when there is one: `privleak.pipeline.report_html`)."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / f"{report_dir.name}.html").write_text(html)
+    html = report_dir / f"{report_dir.name}.html"
+    if zygote.enabled():
+        command = [sys.executable, "-m", report_html.__name__, str(executed), str(html)]
+        done = subprocess.run(zygote.stand_in(command), capture_output=True, text=True)
+        lines = done.stderr.strip().splitlines()
+        require(done.returncode == 0, f"the HTML report failed: {lines[-1] if lines else ''}")
+    else:
+        html.write_text(report_html.render(executed))
     shutil.move(executed, report_dir / f"{report_dir.name}.ipynb")
 
 
@@ -373,6 +386,7 @@ def run(stage: str, profile: str | None = None, timeout: float | None = None) ->
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     logging.getLogger("papermill").addFilter(_QuietNbclient())
+    logging.getLogger("asyncio").addFilter(_QuietTeardown())
     # Error messages in the notebook name params by their full path, profile included.
     os.environ[params_module.PROFILE_ENV] = profile
     started = time.perf_counter()

@@ -1,5 +1,5 @@
 """Stage kernels forked from a warm parent: each stage's notebook starts with torch,
-transformers, pandas, Chroma and ipykernel already imported, instead of paying their 5-8 s of
+transformers, pandas and ipykernel already imported, instead of paying their 5-8 s of
 imports in every stage.
 
 The stage runner's kernel manager (`privleak.pipeline.kernel`) launches
@@ -16,11 +16,13 @@ back to running the kernel command itself, so a stage never depends on the zygot
 
 What the fork shares with a fresh kernel: the command, working directory and environment are the
 stand-in's (the zygote is keyed by every environment variable a library may read at import,
-`_key`); the zygote imports third-party modules only, never privleak's own (edited between
-stages), runs no computation and starts no thread of its own before it forks, so each kernel's
-torch starts its thread pools itself (the import-time pools of OpenBLAS and jemalloc have fork
-handlers of their own). The smoke DAG's outputs are byte-identical with and without it. Off
-with PRIVLEAK_ZYGOTE=0 and while stages are profiled (py-spy samples the kernel's process).
+`_key`); a fork forgets every privleak module (edited between stages) and keeps only the
+third-party ones and their caches (the HTML exporter's, warmed by rendering one small notebook:
+`privleak.pipeline.report_html` runs in a fork too); the zygote starts no thread of its own
+before it forks, so each kernel's torch starts its thread pools itself (the import-time pools
+of OpenBLAS and jemalloc have fork handlers of their own). The smoke DAG's outputs are
+byte-identical with and without it. Off with PRIVLEAK_ZYGOTE=0 and while stages are profiled
+(py-spy samples the kernel's process).
 """
 
 from __future__ import annotations
@@ -54,8 +56,6 @@ PRELOAD = (
     "transformers",
     "transformers.models.llama.modeling_llama",
     "sentence_transformers",
-    "chromadb",
-    "chromadb.utils.embedding_functions",
     "ipykernel.kernelapp",
 )
 """Third-party modules only, none that reads the kernel's settings at import (matplotlib takes its
@@ -295,6 +295,7 @@ def serve(path: Path) -> None:
 
     for module in PRELOAD:
         importlib.import_module(module)
+    importlib.import_module("privleak.pipeline.report_html").warm()  # the runner's HTML reports
     started_in = os.getcwd()
     path.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
