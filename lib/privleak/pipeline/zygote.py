@@ -150,6 +150,8 @@ def _read_line(conn: socket.socket) -> str | None:
             chunk = conn.recv(256)
         except InterruptedError:
             continue
+        except OSError:  # reset: the zygote is gone
+            return None
         if not chunk:
             return None
         data += chunk
@@ -182,7 +184,10 @@ def run_stand_in(kernel_cmd: list[str]) -> int:
     request = {"argv": kernel_cmd[2:], "env": dict(os.environ), "cwd": os.getcwd()}
     fds = array.array("i", [0, 1, 2])
     rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
-    conn.sendmsg([json.dumps(request).encode() + b"\n"], rights)
+    try:
+        conn.sendmsg([json.dumps(request).encode() + b"\n"], rights)
+    except OSError:  # the zygote went away after accepting
+        os.execv(kernel_cmd[0], kernel_cmd)
     reply = _read_line(conn)
     if reply is None:  # the zygote died before forking: nothing runs yet
         os.execv(kernel_cmd[0], kernel_cmd)
@@ -302,11 +307,21 @@ def serve(path: Path) -> None:
     server.bind(str(path))
     server.listen(16)
     inode = path.stat().st_ino
+    # A child's exit wakes the loop (its status goes out at once), as a request does.
+    wake, woken = os.pipe()
+    for end in (wake, woken):
+        os.set_blocking(end, False)
+    signal.set_wakeup_fd(woken)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     kernels: dict[int, socket.socket] = {}
     last = time.monotonic()
     while True:
-        ready, _, _ = select.select([server], [], [], 0.2)
-        if ready:
+        ready, _, _ = select.select([server, wake], [], [], 1.0)
+        if wake in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake, 512):
+                    pass
+        if server in ready:
             conn, _ = server.accept()
             received = _receive(conn)
             if received is None:
@@ -315,7 +330,10 @@ def serve(path: Path) -> None:
             request, fds = received
             pid = os.fork()
             if pid == 0:
-                server.close()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for end in (wake, woken, server.fileno()):
+                    os.close(end)
                 for other in kernels.values():
                     other.close()
                 _child(conn, request, fds, started_in)
