@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -71,13 +72,18 @@ def outputs(root: Path) -> dict[str, bytes]:
     return files
 
 
+# One HOME for every test's project (none of the user's config), so their kernels share a zygote.
+HOME = Path(tempfile.gettempdir()) / f"privleak-test-home-{os.getuid()}"
+
+
 def environment(root: Path, **extra: str) -> dict[str, str]:
     """No venv on PATH: scripts/stage must find the interpreter itself."""
+    HOME.mkdir(exist_ok=True)
     return {
         "PRIVLEAK_ROOT": str(root),
         "PRIVLEAK_PYTHON": sys.executable,
         "PATH": "/usr/bin:/bin",
-        "HOME": str(root),
+        "HOME": str(HOME),
         **extra,
     }
 

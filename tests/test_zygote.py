@@ -23,16 +23,18 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 PROBE = """\
 import json, os, sys
+umask = os.umask(0)
 json.dump({
     "argv": sys.argv[1:], "cwd": os.getcwd(), "marker": os.environ.get("JPY_MARKER"),
     "preloaded": "torch" in sys.modules, "privleak": "privleak" in sys.modules,
-    "parent": os.getppid(),
+    "parent": os.getppid(), "umask": umask, "cpus": sorted(os.sched_getaffinity(0)),
 }, open(os.environ["JPY_OUT"], "w"))
 sys.exit(int(os.environ.get("JPY_CODE", "0")))
 """
 SLEEPER = """\
 import os, pathlib, subprocess, time
-child = subprocess.Popen(["sleep", "60"])
+# a child that ignores SIGTERM, as a careless tool might: SIGKILL must follow
+child = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60 & wait"])
 pathlib.Path(os.environ["JPY_OUT"]).write_text(f"{child.pid} {os.getpid()}")
 time.sleep(60)
 """
@@ -44,17 +46,28 @@ time.sleep(60)
 
 @pytest.fixture(scope="module")
 def modules(tmp_path_factory) -> Path:
-    """One folder of probe modules for the whole file, so its tests share one zygote."""
+    """One folder of probe modules for the whole file, so its tests share one zygote, which the
+    first stand-in starts (running its own command plainly) and the tests here wait for."""
     folder = tmp_path_factory.mktemp("zygote")
     (folder / "probe.py").write_text(PROBE)
     (folder / "sleeper.py").write_text(SLEEPER)
+    env = {**os.environ, "PYTHONPATH": str(folder), "JPY_OUT": str(folder / "first.json")}
+    first = subprocess.run(zygote.stand_in([sys.executable, "-m", "probe"]), env=env, timeout=120)
+    plain = json.loads((folder / "first.json").read_text())
+    assert first.returncode == 0 and not plain["preloaded"]  # no zygote yet: run as before
+    deadline = time.monotonic() + 120
+    while not zygote.ready(env):
+        assert time.monotonic() < deadline, "no zygote came up"
+        time.sleep(0.2)
     return folder
 
 
-def stand_in(modules: Path, module: str, *args: str, out: Path, **env: str) -> subprocess.Popen:
+def stand_in(
+    modules: Path, module: str, *args: str, out: Path, setup=None, **env: str
+) -> subprocess.Popen:
     environment = {**os.environ, "PYTHONPATH": str(modules), "JPY_OUT": str(out), **env}
     command = zygote.stand_in([sys.executable, "-m", module, *args])
-    return subprocess.Popen(command, cwd=out.parent, env=environment)
+    return subprocess.Popen(command, cwd=out.parent, env=environment, preexec_fn=setup)
 
 
 def gone(pid: int, within: float = 10.0) -> bool:
@@ -88,6 +101,28 @@ def test_the_fork_runs_the_command_as_a_fresh_kernel_would_with_the_imports_done
     assert seen[0]["parent"] == seen[1]["parent"]  # one zygote forked both
 
 
+def test_the_fork_takes_the_stand_ins_umask_and_cpus(modules, tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))[:1]
+
+    def setup():
+        os.umask(0o027)
+        os.sched_setaffinity(0, cpus)
+
+    out = tmp_path / "probe.json"
+    assert stand_in(modules, "probe", out=out, setup=setup).wait(timeout=120) == 0
+    probe = json.loads(out.read_text())
+    assert (probe["umask"], probe["cpus"]) == (0o027, cpus)
+
+
+def test_per_kernel_variables_do_not_select_the_zygote_and_the_others_do():
+    per_kernel = ["JPY_PARENT_PID", "DVC_ROOT", "PRIVLEAK_PROFILE", "PYTEST_CURRENT_TEST", "_"]
+    assert all(map(zygote._per_kernel, per_kernel))
+    assert not any(map(zygote._per_kernel, ["_PYTHON_SYSCONFIGDATA_NAME", "HOME", "OMP_X"]))
+    base = {"HOME": "/h", "JPY_PARENT_PID": "1"}
+    assert zygote._key(base) == zygote._key({**base, "JPY_PARENT_PID": "2"})
+    assert zygote._key(base) != zygote._key({**base, "OMP_NUM_THREADS": "1"})
+
+
 def test_a_signal_to_the_stand_in_stops_the_kernel_and_its_children(modules, tmp_path):
     out = tmp_path / "pids"
     running = stand_in(modules, "sleeper", out=out)
@@ -111,6 +146,23 @@ def test_a_killed_stand_in_takes_the_kernel_and_its_children_with_it(modules, tm
     child, kernel = map(int, out.read_text().split())
     running.kill()
     running.wait(timeout=30)
+    assert gone(child) and gone(kernel)
+
+
+def test_the_death_of_the_stand_ins_launcher_stops_the_kernel_and_its_children(modules, tmp_path):
+    """The stage runner killed outright: its stand-in, as a kernel it started would, stops."""
+    out = tmp_path / "pids"
+    command = zygote.stand_in([sys.executable, "-m", "sleeper"])
+    environment = {**os.environ, "PYTHONPATH": str(modules), "JPY_OUT": str(out)}
+    script = f"import subprocess, time; subprocess.Popen({command!r}); time.sleep(120)"
+    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=environment)
+    deadline = time.monotonic() + 60
+    while not out.exists():
+        assert launcher.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    child, kernel = map(int, out.read_text().split())
+    launcher.kill()
+    launcher.wait()
     assert gone(child) and gone(kernel)
 
 

@@ -361,9 +361,12 @@ def _publish(executed: Path, report_dir: Path) -> None:
     html = report_dir / f"{report_dir.name}.html"
     if zygote.enabled():
         command = [sys.executable, "-m", report_html.__name__, str(executed), str(html)]
-        done = subprocess.run(zygote.stand_in(command), capture_output=True, text=True)
-        lines = done.stderr.strip().splitlines()
-        require(done.returncode == 0, f"the HTML report failed: {lines[-1] if lines else ''}")
+        done = subprocess.run(zygote.stand_in(command), capture_output=True)
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        require(
+            done.returncode == 0,
+            f"the HTML report failed (status {done.returncode}): {lines[-1] if lines else ''}",
+        )
     else:
         html.write_text(report_html.render(executed))
     shutil.move(executed, report_dir / f"{report_dir.name}.ipynb")
