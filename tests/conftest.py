@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 
 # Tests never reach a model hub; fail fast instead of waiting on the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import psutil  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: E402
@@ -181,3 +183,16 @@ class PeakForward:
         rows, attended = inputs.get("attention_mask", inputs["input_ids"]).shape
         self.rows, self.area = max(self.rows, rows), max(self.area, rows * attended)
         return self.model(**inputs)
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether the process exits (or is a zombie) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False

@@ -18,9 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
+
+from tests.conftest import gone
 
 REPO = Path(__file__).resolve().parents[1]
 WRAPPER = REPO / "scripts" / "stage"
@@ -111,19 +112,6 @@ def wait_for_pids(root: Path, running: subprocess.Popen) -> list[int]:
     """(child, kernel, runner) pids, once the notebook has started its child."""
     wait_for(root / "pids", running)
     return [int(pid) for pid in (root / "pids").read_text().split()]
-
-
-def gone(pid: int, within: float = 10.0) -> bool:
-    """Whether the process exits (or is a zombie) within `within` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_success_writes_outputs_and_reports_and_prints_only_its_timing(tmp_path):

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from privleak.pipeline import zygote
+from tests.conftest import gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -70,17 +70,14 @@ def stand_in(
     return subprocess.Popen(command, cwd=out.parent, env=environment, preexec_fn=setup)
 
 
-def gone(pid: int, within: float = 10.0) -> bool:
-    """Whether the process exits (or is a zombie) within `within` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
+def pids(out: Path, running: subprocess.Popen) -> tuple[int, int]:
+    """(child, kernel) pids once the sleeper has written them, while `running` lives."""
+    deadline = time.monotonic() + 60
+    while not out.exists():
+        assert running.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
-    return False
+    child, kernel = map(int, out.read_text().split())
+    return child, kernel
 
 
 def test_the_fork_runs_the_command_as_a_fresh_kernel_would_with_the_imports_done(modules, tmp_path):
@@ -126,11 +123,7 @@ def test_per_kernel_variables_do_not_select_the_zygote_and_the_others_do():
 def test_a_signal_to_the_stand_in_stops_the_kernel_and_its_children(modules, tmp_path):
     out = tmp_path / "pids"
     running = stand_in(modules, "sleeper", out=out)
-    deadline = time.monotonic() + 60
-    while not out.exists():
-        assert running.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    child, kernel = map(int, out.read_text().split())
+    child, kernel = pids(out, running)
     running.send_signal(signal.SIGTERM)
     assert running.wait(timeout=30) == -signal.SIGTERM
     assert gone(child) and gone(kernel)
@@ -139,11 +132,7 @@ def test_a_signal_to_the_stand_in_stops_the_kernel_and_its_children(modules, tmp
 def test_a_killed_stand_in_takes_the_kernel_and_its_children_with_it(modules, tmp_path):
     out = tmp_path / "pids"
     running = stand_in(modules, "sleeper", out=out)
-    deadline = time.monotonic() + 60
-    while not out.exists():
-        assert running.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    child, kernel = map(int, out.read_text().split())
+    child, kernel = pids(out, running)
     running.kill()
     running.wait(timeout=30)
     assert gone(child) and gone(kernel)
@@ -156,11 +145,7 @@ def test_the_death_of_the_stand_ins_launcher_stops_the_kernel_and_its_children(m
     environment = {**os.environ, "PYTHONPATH": str(modules), "JPY_OUT": str(out)}
     script = f"import subprocess, time; subprocess.Popen({command!r}); time.sleep(120)"
     launcher = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=environment)
-    deadline = time.monotonic() + 60
-    while not out.exists():
-        assert launcher.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    child, kernel = map(int, out.read_text().split())
+    child, kernel = pids(out, launcher)
     launcher.kill()
     launcher.wait()
     assert gone(child) and gone(kernel)
