@@ -28,6 +28,7 @@ json.dump({
     "argv": sys.argv[1:], "cwd": os.getcwd(), "marker": os.environ.get("JPY_MARKER"),
     "preloaded": "torch" in sys.modules, "privleak": "privleak" in sys.modules,
     "parent": os.getppid(), "umask": umask, "cpus": sorted(os.sched_getaffinity(0)),
+    "backend": "matplotlib" in sys.modules and sys.modules["matplotlib"].rcParams["backend"],
 }, open(os.environ["JPY_OUT"], "w"))
 sys.exit(int(os.environ.get("JPY_CODE", "0")))
 """
@@ -95,7 +96,20 @@ def test_the_fork_runs_the_command_as_a_fresh_kernel_would_with_the_imports_done
         assert probe["marker"] == marker  # the stand-in's environment, not the zygote's
         assert probe["cwd"] == str(tmp_path / f"run{run}")
         assert probe["preloaded"] and not probe["privleak"]
+        # matplotlib was imported with the backend ipykernel sets in a fresh kernel
+        assert probe["backend"] == (os.environ.get("MPLBACKEND") or zygote.INLINE_BACKEND)
     assert seen[0]["parent"] == seen[1]["parent"]  # one zygote forked both
+
+
+def test_a_directory_with_its_own_matplotlibrc_runs_its_command_itself(modules, tmp_path):
+    (tmp_path / "matplotlibrc").write_text("lines.linewidth: 3\n")  # read before any other
+    out = tmp_path / "probe.json"
+    assert stand_in(modules, "probe", out=out).wait(timeout=120) == 0
+    assert not json.loads(out.read_text())["preloaded"]
+    elsewhere = tmp_path / "elsewhere" / "probe.json"
+    elsewhere.parent.mkdir()
+    assert stand_in(modules, "probe", out=elsewhere).wait(timeout=120) == 0
+    assert json.loads(elsewhere.read_text())["preloaded"]  # the zygote serves the others
 
 
 def test_the_fork_takes_the_stand_ins_umask_and_cpus(modules, tmp_path):

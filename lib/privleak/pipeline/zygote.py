@@ -22,7 +22,11 @@ CPU affinity and niceness are the stand-in's (the zygote is keyed by every envir
 a library may read at import, `_key`; what its own imports added to the environment is kept); a
 fork forgets every privleak module (edited between stages) and keeps only the third-party ones
 and their caches (the HTML exporter's, warmed by rendering one small notebook:
-`privleak.pipeline.report_html` runs in a fork too); the zygote starts no thread of its own
+`privleak.pipeline.report_html` runs in a fork too; matplotlib's, imported with the backend
+ipykernel would select: `PRELOAD`); what the zygote loaded is frozen out of the garbage
+collector's sight (`gc.freeze`), so a kernel's collections walk only its own objects (IPython
+runs a full one as the kernel shuts down: 0.25 s with torch and transformers loaded, about
+nothing frozen); the zygote starts no thread of its own
 before it forks, so each kernel's torch starts its thread pools itself (the import-time pools
 of OpenBLAS and jemalloc have fork handlers of their own). It serves its own user only (a 0600
 socket, the peer's credentials checked). The smoke DAG's outputs are byte-identical with and
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -64,9 +69,15 @@ PRELOAD = (
     "transformers.models.llama.modeling_llama",
     "sentence_transformers",
     "ipykernel.kernelapp",
+    "matplotlib.pyplot",
+    "seaborn",
 )
-"""Third-party modules only, none that reads the kernel's settings at import (matplotlib takes its
-backend from ipykernel's MPLBACKEND: not here)."""
+"""Third-party modules only. matplotlib reads its backend from MPLBACKEND at import, which
+ipykernel sets in a fresh kernel (to INLINE_BACKEND, unless the environment names one): the
+zygote sets it as ipykernel would before it imports (`_as_a_kernel_would`), and forks no kernel
+for a directory holding a matplotlibrc (which matplotlib reads before any other) unless the
+zygote read that same file (`_matplotlibrc`)."""
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 # Set per stage or per kernel by the runner, DVC, jupyter_client or pytest (PRIVLEAK_ROOT: read
 # by privleak only, which a fork imports anew), and read by no preloaded module at import: they
 # do not select the zygote, and each kernel gets its own values.
@@ -96,6 +107,19 @@ def stand_in(kernel_cmd: list[str]) -> list[str]:
 
 def _per_kernel(name: str) -> bool:
     return name in _PER_KERNEL_NAMES or name.startswith(_PER_KERNEL_PREFIXES)
+
+
+def _as_a_kernel_would(env: dict[str, str]) -> None:
+    """Set in `env` what ipykernel's start sets in a fresh kernel before a cell can import
+    matplotlib: MPLBACKEND, to its inline backend unless it names one already."""
+    if not env.get("MPLBACKEND"):
+        env["MPLBACKEND"] = INLINE_BACKEND
+
+
+def _matplotlibrc(cwd: str) -> str | None:
+    """The matplotlibrc in `cwd`, which matplotlib reads at import before any other, if any."""
+    local = Path(cwd, "matplotlibrc")
+    return str(local) if local.is_file() else None
 
 
 def _key(env: dict[str, str]) -> str:
@@ -398,11 +422,16 @@ def serve(path: Path, lock: int) -> None:
     import importlib
 
     before = dict(os.environ)
+    _as_a_kernel_would(os.environ)
     for module in PRELOAD:
         importlib.import_module(module)
     importlib.import_module("privleak.pipeline.report_html").warm()  # the runner's HTML reports
+    # What is loaded now lives as long as the zygote: out of the collector's sight, a kernel's
+    # full collections (IPython runs one as it shuts down) walk only what the kernel made.
+    gc.freeze()
     imported = {k: v for k, v in os.environ.items() if before.get(k) != v}  # e.g. debugpy's
     started_in = os.getcwd()
+    read_rc = _matplotlibrc(started_in)
     path.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     mask = os.umask(0o077)  # the socket: this user's only
@@ -435,6 +464,10 @@ def serve(path: Path, lock: int) -> None:
             try:
                 conn, _ = server.accept()
                 received = _receive(conn)
+                if received is not None and _matplotlibrc(received[0]["cwd"]) != read_rc:
+                    for fd in received[1]:  # its matplotlib would read another rc file
+                        os.close(fd)
+                    received = None
                 if received is None:
                     conn.close()
                 else:
