@@ -25,8 +25,8 @@ and their caches (the HTML exporter's, warmed by rendering one small notebook:
 `privleak.pipeline.report_html` runs in a fork too; matplotlib's, imported with the backend
 ipykernel would select: `PRELOAD`); what the zygote loaded is frozen out of the garbage
 collector's sight (`gc.freeze`), so a kernel's collections walk only its own objects (IPython
-runs a full one as the kernel shuts down: 0.25 s with torch and transformers loaded, about
-nothing frozen); the zygote starts no thread of its own
+runs a full one as the kernel shuts down: 0.26 s over torch's and transformers' objects, 2 µs
+with them frozen); the zygote starts no thread of its own
 before it forks, so each kernel's torch starts its thread pools itself (the import-time pools
 of OpenBLAS and jemalloc have fork handlers of their own). It serves its own user only (a 0600
 socket, the peer's credentials checked). The smoke DAG's outputs are byte-identical with and

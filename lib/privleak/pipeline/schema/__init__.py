@@ -22,7 +22,7 @@ from privleak.pipeline.schema.data import (
 )
 from privleak.pipeline.schema.family import FAMILY_DIR, Mix
 from privleak.pipeline.schema.foundation import CLAIM_METHODS, EMBEDDED_LMS, FIGURE_FORMATS
-from privleak.pipeline.schema.loading import load_yaml, validate
+from privleak.pipeline.schema.loading import SAFE_LOADER, load_yaml, validate
 from privleak.pipeline.schema.mia import MIA_METHODS, MIA_VARIANCES
 from privleak.pipeline.schema.s0 import S0_TASKS, WINDOWS
 from privleak.pipeline.schema.s1 import DECODER_KINDS
@@ -46,6 +46,7 @@ __all__ = [
     "PROFILES",
     "S0_TASKS",
     "S3_SCHEDULES",
+    "SAFE_LOADER",
     "WINDOWS",
     "Mix",
     "Slot",
