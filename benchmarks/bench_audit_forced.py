@@ -11,11 +11,13 @@ realistic length, so no tokenizer and no weights are needed.
             sequence, left-padded, `--batch-rows` sequences a forward;
     loop  = the per-candidate reference: one full forward of both prompts + the candidate for each
             candidate (`forced_loop`).
-Prints forward tokens, wall times and ratios, and the max |Δ log-prob| over every position of every
-candidate and the whole vocabulary; exits non-zero beyond 1e-4 (fp32).
+Each path's time is the best of --runs samples of at least --min-seconds (`common.sampled`),
+printed with their spread. Prints forward tokens, wall times and ratios, and the max |Δ log-prob|
+over every position of every candidate and the whole vocabulary; exits non-zero beyond 1e-4
+(fp32).
 
 Run: `.venv/bin/python benchmarks/bench_audit_forced.py [--candidates 34] [--new-tokens 12]
-[--batch-rows 96] [--device cuda]`.
+[--batch-rows 96] [--device cuda] [--runs 5] [--min-seconds 1]`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
 
 import torch  # noqa: E402
-from common import add_model_args, describe, load_model, timed  # noqa: E402
+from common import (  # noqa: E402
+    add_model_args,
+    add_sampling_args,
+    describe,
+    load_model,
+    sampled,
+)
 
 from privleak.audit.forced import chunks, forced_all, forced_loop, prefill  # noqa: E402
 from privleak.batching import ForwardCounter, pad_rows, position_ids  # noqa: E402
@@ -65,6 +73,7 @@ def main() -> int:
     parser.add_argument("--canary-tokens", type=int, default=90)
     parser.add_argument("--tail-tokens", type=int, default=40, help="question + answer prefix")
     parser.add_argument("--batch-rows", type=int, default=96)
+    add_sampling_args(parser)
     args = parser.parse_args()
 
     model, eos, pad = load_model(args)
@@ -89,19 +98,22 @@ def main() -> int:
         return torch.cat([torch.nn.functional.pad(p, (0, 0, 0, width - p.shape[2]))
                           for p in parts], dim=1)  # fmt: skip
 
+    def best(fn):
+        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+
     fast(ForwardCounter())  # warm-up: allocator, kernels
     counter = ForwardCounter()
-    got, fast_wall = timed(lambda: fast(counter), args.device)
+    got = fast(counter)  # one call, counted
+    _, fast_time = best(lambda: fast(ForwardCounter()))
     full_tokens = sum(len(p) + len(c) for c in candidates for p in prompts)
-    print(f"  fast (shared prefills): {fast_wall:8.2f} s  forward tokens {counter.tokens:>9,}")
-    fair, fair_wall = timed(lambda: batched_full(model, prompts, candidates, pad,
-                                                 args.batch_rows), args.device)  # fmt: skip
-    print(f"  fair (batched full):    {fair_wall:8.2f} s  forward tokens {full_tokens:>9,}; "
-          f"fair / fast: wall {fair_wall / fast_wall:.2f}x, tokens "
+    print(f"  fast (shared prefills): {fast_time}  forward tokens {counter.tokens:>9,}")
+    fair, fair_time = best(lambda: batched_full(model, prompts, candidates, pad, args.batch_rows))
+    print(f"  fair (batched full):    {fair_time}  forward tokens {full_tokens:>9,}; "
+          f"fair / fast: wall {fair_time.best / fast_time.best:.2f}x, tokens "
           f"{full_tokens / counter.tokens:.2f}x")  # fmt: skip
-    looped, loop_wall = timed(lambda: forced_loop(model, prompts, candidates, pad), args.device)
-    print(f"  loop (per candidate):   {loop_wall:8.2f} s  forward tokens {full_tokens:>9,}; "
-          f"loop / fast: wall {loop_wall / fast_wall:.2f}x")  # fmt: skip
+    looped, loop_time = best(lambda: forced_loop(model, prompts, candidates, pad))
+    print(f"  loop (per candidate):   {loop_time}  forward tokens {full_tokens:>9,}; "
+          f"loop / fast: wall {loop_time.best / fast_time.best:.2f}x")  # fmt: skip
     deltas = {"fair": 0.0, "loop": 0.0}
     for j, candidate in enumerate(candidates):
         n = len(candidate)

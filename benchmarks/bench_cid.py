@@ -10,6 +10,8 @@ blocked throughout, so every path takes exactly NEW steps):
             anchor a user would pick, although it cannot compute CID);
     naive = the official approach, for group 0 only: every step re-encodes both full prefixes
             without a cache (the fast path's tokens are replayed, so both score one response).
+fast and hf are each timed as the best of --runs samples of at least --min-seconds after one
+warm-up call (`common.sampled`), printed with their spread; fair and naive time one call each.
 Prints forward tokens, wall time, group tokens/s and ratios; exits non-zero if fast and naive
 disagree by more than 1e-4 (fp32) in log p̄ or τ.
 
@@ -25,7 +27,14 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
 
 import torch  # noqa: E402
-from common import add_model_args, describe, load_model, timed  # noqa: E402
+from common import (  # noqa: E402
+    add_model_args,
+    add_sampling_args,
+    describe,
+    load_model,
+    sampled,
+    timed,
+)
 
 from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.cid import block_eos, cid_generate, cid_logprobs  # noqa: E402
@@ -139,7 +148,7 @@ def main() -> int:
     parser.add_argument(
         "--naive-new", type=int, default=10, help="steps of the cache-free reference on group 0"
     )
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs after one warm-up")
+    add_sampling_args(parser)
     args = parser.parse_args()
 
     model, eos, pad = load_model(args)
@@ -172,24 +181,25 @@ def main() -> int:
 
     def best_of(fn):
         fn()  # warm-up: allocator, kernels, caches
-        runs = [timed(fn, args.device) for _ in range(args.repeats)]
-        return min(runs, key=lambda r: r[1])
+        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
 
-    generation, fast_wall = best_of(fast)
+    generation, fast_time = best_of(fast)
+    fast_wall = fast_time.best
     hf_counter = ForwardCounter()
-    _, hf_wall = best_of(
-        lambda: hf_generate(model, prompts, settings, args.new, eos, pad, hf_counter)
+    hf_generate(model, prompts, settings, args.new, eos, pad, hf_counter)  # counts one call
+    _, hf_time = best_of(
+        lambda: hf_generate(model, prompts, settings, args.new, eos, pad, ForwardCounter())
     )
+    hf_wall = hf_time.best
     rate = lambda wall, g=groups: g * args.new / wall  # noqa: E731
     fast_tokens = generation.prefill_counter.tokens + generation.step_counter.tokens
     print(
-        f"  fast (cid_generate): {fast_wall:8.2f} s  {rate(fast_wall):8.1f} group tok/s  "
+        f"  fast (cid_generate): {fast_time}  {rate(fast_wall):8.1f} group tok/s  "
         f"forward tokens {fast_tokens} (prefill {generation.prefill_counter.tokens})"
     )
-    hf_tokens = hf_counter.tokens // (1 + args.repeats)
     print(
-        f"  hf generate:         {hf_wall:8.2f} s  {rate(hf_wall):8.1f} group tok/s  "
-        f"forward tokens {hf_tokens} (1 stream per group)"
+        f"  hf generate:         {hf_time}  {rate(hf_wall):8.1f} group tok/s  "
+        f"forward tokens {hf_counter.tokens} (1 stream per group)"
     )
     print(f"  fast / hf wall: {fast_wall / hf_wall:.2f}x")
     if args.fair_groups:

@@ -12,12 +12,14 @@ documents), so no tokenizer and no weights are needed; EOS is blocked (every pat
             chunk, one batched forward a step;
     exact = per group, one teacher-forced forward of every full prompt with fast's tokens
             (`dp_rag.forced_logprobs`), the DP-ICL mix applied per position: the naive reference.
-Prints forward tokens, wall times and ratios; exits non-zero if fast and fair draw different
-tokens or their sampled tokens' log-probs differ from each other or from exact by more than 1e-4
-(fp32).
+Each path's time is the best of --runs samples of at least --min-seconds (`common.sampled`),
+printed with their spread. Prints forward tokens, wall times and ratios; exits non-zero if fast
+and fair draw different tokens (fp32) or their sampled tokens' log-probs differ from each other
+(before a group's first different token) or from exact by more than 1e-4 (fp32; 5e-2 in half
+precision, where a draw may land on a neighbouring token).
 
 Run: `.venv/bin/python benchmarks/bench_dp_icl_shared.py [--questions 4] [--documents 24]
-[--settings 2] [--new-tokens 6] [--device cuda] [--dtype bfloat16]`.
+[--settings 2] [--new-tokens 6] [--device cuda] [--dtype bfloat16] [--runs 5] [--min-seconds 1]`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
 
 import torch  # noqa: E402
-from common import add_model_args, describe, load_model, timed  # noqa: E402
+from common import (  # noqa: E402
+    add_model_args,
+    add_sampling_args,
+    describe,
+    load_model,
+    sampled,
+)
 
 from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.decoding import decode  # noqa: E402
@@ -67,6 +75,7 @@ def main() -> int:
     parser.add_argument("--document-tokens", type=int, default=100)
     parser.add_argument("--question-tokens", type=int, default=30)
     parser.add_argument("--max-batch-streams", type=int, default=None)
+    add_sampling_args(parser)
     args = parser.parse_args()
 
     model, eos, pad = load_model(args)
@@ -117,43 +126,58 @@ def main() -> int:
             sample.append(decoded.sample_logprobs)
         return torch.cat(tokens), torch.cat(sample)
 
+    def best(fn):
+        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+
     fast(ForwardCounter())  # warm-up: allocator, kernels
     counter = ForwardCounter()
-    (fast_tokens, fast_sample), fast_wall = timed(lambda: fast(counter), args.device)
-    print(f"  fast (shared prefix):   {fast_wall:8.2f} s  forward tokens {counter.tokens:>9,}")
-    decoded, fair_wall = timed(fair, args.device)
+    fast_tokens, fast_sample = fast(counter)  # one call, counted
+    _, fast_time = best(lambda: fast(ForwardCounter()))
+    print(f"  fast (shared prefix):   {fast_time}  forward tokens {counter.tokens:>9,}")
+    decoded, fair_time = best(fair)
     fair_count = decoded.prefill_counter.tokens + decoded.step_counter.tokens
     print(
-        f"  fair (shared decoder):  {fair_wall:8.2f} s  forward tokens {fair_count:>9,} "
+        f"  fair (shared decoder):  {fair_time}  forward tokens {fair_count:>9,} "
         f"(prefill {decoded.prefill_counter.tokens:,}); fair / fast: wall "
-        f"{fair_wall / fast_wall:.2f}x, tokens {fair_count / counter.tokens:.2f}x"
+        f"{fair_time.best / fast_time.best:.2f}x, tokens {fair_count / counter.tokens:.2f}x"
     )
-    exact_counter = ForwardCounter()
+    exact_tokens = sum(sum(len(s) + new for s in questions[q]) for q, _ in keys)
 
     def exact():
         rows = []
         for g, (q, _) in enumerate(keys):
-            streams = questions[q]
-            exact_counter.add(1, sum(len(s) + new for s in streams))
-            rows.append(exact_logprobs(model, streams, fast_tokens[g].tolist(),
+            rows.append(exact_logprobs(model, questions[q], fast_tokens[g].tolist(),
                                        settings[g % len(settings)], eos, pad))  # fmt: skip
         return torch.stack(rows)
 
-    reference, exact_wall = timed(exact, args.device)
-    print(f"  exact (teacher-forced): {exact_wall:8.2f} s  forward tokens "
-          f"{exact_counter.tokens:>9,}")  # fmt: skip
-    same = bool(torch.equal(fast_tokens, decoded.tokens))
+    reference, exact_time = best(exact)
+    print(f"  exact (teacher-forced): {exact_time}  forward tokens {exact_tokens:>9,}")
+    # In half precision the two paths' batch shapes round differently, so a draw may land on a
+    # neighbouring token; fair is then compared over each group's tokens before its first
+    # difference, where both saw the same text (exact always scores fast's own tokens).
+    differs = fast_tokens != decoded.tokens
+    common = torch.where(differs.any(1), differs.int().argmax(1), differs.shape[1])
+    before = torch.arange(differs.shape[1], device=differs.device)[None, :] < common[:, None]
+    same = not bool(differs.any())
     deltas = {
-        "fair": float((fast_sample - decoded.sample_logprobs).abs().max()),
+        "fair": float(((fast_sample - decoded.sample_logprobs).abs() * before).max()),
         "exact": float((fast_sample - reference).abs().max()),
     }
-    tolerance = 1e-4 if args.dtype == "float32" else 5e-2  # half precision: rounding only
+    exact_precision = args.dtype == "float32"
+    tolerance = 1e-4 if exact_precision else 5e-2  # half precision: rounding only
     print(
-        "  max |Δ log-prob of the sampled token| vs fast: "
+        "  max |Δ log-prob of the sampled token| vs fast (fair: before each group's first "
+        "different token): "
         + ", ".join(f"{name} {delta:.2e}" for name, delta in deltas.items())
         + f" (tolerance {tolerance:g}); fair drew fast's tokens: {same}"
+        + (
+            ""
+            if exact_precision
+            else f" ({int(differs.any(1).sum())}/{len(differs)} groups "
+            "differ: allowed in half precision)"
+        )  # fmt: skip
     )
-    return 0 if same and max(deltas.values()) <= tolerance else 1
+    return 0 if (same or not exact_precision) and max(deltas.values()) <= tolerance else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@
    `--max-nodes`) vs a naive recursive expansion that forwards prefix + partial suffix from
    scratch at every node. Reported as forward tokens per sequence for n = 1 and 2.
 
-Prints tokens/s, wall time, ratios and max |delta| between the paths; in float32 exits non-zero if
+Part 1's paths are each timed as the best of --runs samples of at least --min-seconds
+(`common.sampled`), printed with their spread; part 2 times one call of each. Prints tokens/s,
+wall time, ratios and max |delta| between the paths; in float32 exits non-zero if
 they disagree by more than 1e-4 (log-probs for ESP; probabilities for ISP).
 
 Run: `.venv/bin/python benchmarks/bench_esp.py [--model NAME|PATH|SHAPE] [--device cuda]`.
@@ -26,7 +28,7 @@ import math
 import sys
 
 import torch
-from common import add_model_args, describe, load_model, timed
+from common import add_model_args, add_sampling_args, describe, load_model, sampled, timed
 
 from privleak import models
 from privleak.batching import pad_rows
@@ -137,16 +139,12 @@ def bench_esp(model, pad_id, args) -> float:
     bare_forward(model, batches[:1])  # warm-up: kernels, allocator, cuBLAS handles
     fast_scores = fast()
 
-    def best_of(fn):
-        runs = [timed(fn, args.device) for _ in range(args.repeats)]
-        return min(runs, key=lambda run: run[1])
+    def best(fn):
+        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
 
-    _, bare_wall = best_of(lambda: bare_forward(model, batches))
-    fast_scores, fast_wall = best_of(fast)
-
-    slow, slow_wall = timed(
-        lambda: naive_esp(model, prefixes, suffixes, decoders, batches), args.device
-    )
+    _, bare_time = best(lambda: bare_forward(model, batches))
+    fast_scores, fast_time = best(fast)
+    slow, slow_time = best(lambda: naive_esp(model, prefixes, suffixes, decoders, batches))
     delta = max(
         max_delta(a, b)
         for name in decoders
@@ -157,15 +155,16 @@ def bench_esp(model, pad_id, args) -> float:
         f"ESP, {describe(model, args)}: {args.sequences} sequences x ({args.prefix} + "
         f"{args.suffix}) tokens, batches of {args.batch_size}, {len(decoders)} decoders"
     )
-    for label, forwards, wall in (
-        ("bare forward, no decoders    ", tokens, bare_wall),
-        ("fast suffix_logprobs, all six", tokens, fast_wall),
-        ("naive, one pass per decoder  ", tokens * len(decoders), slow_wall),
+    for label, forwards, timing in (
+        ("bare forward, no decoders    ", tokens, bare_time),
+        ("fast suffix_logprobs, all six", tokens, fast_time),
+        ("naive, one pass per decoder  ", tokens * len(decoders), slow_time),
     ):
-        print(f"  {label}: {forwards:>8} tokens {wall:7.3f} s {tokens / wall:>9.0f} seq-tok/s")
+        print(f"  {label}: {forwards:>8} tokens {timing} {tokens / timing.best:>9.0f} seq-tok/s")
     print(
-        f"  fast/bare {100 * bare_wall / fast_wall:.0f}% of the forward's tokens/s, "
-        f"naive/fast wall {slow_wall / fast_wall:.1f}x, max |delta log-prob| {delta:.2e}"
+        f"  fast/bare {100 * bare_time.best / fast_time.best:.0f}% of the forward's tokens/s, "
+        f"naive/fast wall {slow_time.best / fast_time.best:.1f}x, max |delta log-prob| "
+        f"{delta:.2e}"
     )
     return delta
 
@@ -237,7 +236,7 @@ def main() -> int:
     parser.add_argument("--expand", type=int, default=5)
     parser.add_argument("--max-nodes", type=int, default=64)
     parser.add_argument("--skip-isp", action="store_true", help="part 1 only")
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs of part 1 (best)")
+    add_sampling_args(parser)
     args = parser.parse_args()
     if args.model in models.EMBEDDED_LMS and not (paths.MODELS / args.model).is_dir():
         shapes = " | ".join(models.SHAPES)

@@ -12,12 +12,14 @@ amplifications and 5 more epsilons), NEW tokens each with EOS blocked:
                prefill) per defense, as its `generate` per prompt was; the same decoder, so the
                same tokens;
     plain    = fast's decode without the mix (temperature sampling only): PAD overhead =
-               fast / plain - 1 (the target: <= 10 %); fast and plain are best of R runs.
-Prints forward tokens, wall times and ratios, and how many fair/naive responses equal fast's; exits
-non-zero if a sampled token's log-prob differs from fast's by more than 1e-4 (fp32) anywhere before
-the first token where the two responses differ.
+               fast / plain - 1 (the target: <= 10 %).
+Each path's time is the best of --runs samples of at least --min-seconds (`common.sampled`),
+printed with their spread. Prints forward tokens, wall times and ratios, and how many fair/naive
+responses equal fast's; exits non-zero if a sampled token's log-prob differs from fast's by more
+than 1e-4 (fp32) anywhere before the first token where the two responses differ.
 
-Run: `.venv/bin/python benchmarks/bench_pad.py [--prompts 4] [--new-tokens 32] [--device cuda]`.
+Run: `.venv/bin/python benchmarks/bench_pad.py [--prompts 4] [--new-tokens 32] [--device cuda]
+[--runs 5] [--min-seconds 1]`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # other processes may share the cores
 
 import torch  # noqa: E402
-from common import add_model_args, describe, load_model, timed  # noqa: E402
+from common import (  # noqa: E402
+    add_model_args,
+    add_sampling_args,
+    describe,
+    load_model,
+    sampled,
+    timed,
+)
 
 from privleak.decoding import Temperature, decode  # noqa: E402
 from privleak.pad import LogitNoise, PADSettings, StaticNoise, noise_seeds  # noqa: E402
@@ -54,7 +63,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=4, help="P")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--prompt-tokens", type=int, default=400)
-    parser.add_argument("--repeats", type=int, default=3, help="fast and plain: best of R runs")
+    add_sampling_args(parser)
     args = parser.parse_args()
 
     model, eos, pad = load_model(args)
@@ -86,33 +95,33 @@ def main() -> int:
     print(f"  warm-up (2 groups; on CUDA it compiles PAD's step): {warmup:.1f} s")
 
     def best(fn):
-        runs = [timed(fn, args.device) for _ in range(args.repeats)]
-        return runs[0][0], min(wall for _, wall in runs)
+        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
 
-    fast, fast_wall = best(lambda: run(keys, budget=budget))
-    fast_tokens = fast.counter.tokens
-    print(f"  fast (one prefill per prompt): {fast_wall:7.2f} s  forward tokens {fast_tokens:>8,} "
+    fast, fast_time = best(lambda: run(keys, budget=budget))
+    fast_wall, fast_tokens = fast_time.best, fast.counter.tokens
+    print(f"  fast (one prefill per prompt): {fast_time}  forward tokens {fast_tokens:>8,} "
           f"(prefill {fast.prefill_counter.tokens:,})")  # fmt: skip
-    plain, plain_wall = best(lambda: run(keys, with_noise=False, budget=budget))
-    print(f"  plain (no noise, same batch):  {plain_wall:7.2f} s  PAD overhead "
-          f"{fast_wall / plain_wall - 1:+.1%}")  # fmt: skip
+    plain, plain_time = best(lambda: run(keys, with_noise=False, budget=budget))
+    print(f"  plain (no noise, same batch):  {plain_time}  PAD overhead "
+          f"{fast_wall / plain_time.best - 1:+.1%}")  # fmt: skip
 
     def fair():
         return [run([(p, n) for p in range(len(prompts))]) for n in names]
 
-    per_defense, fair_wall = timed(fair, args.device)
+    per_defense, fair_time = best(fair)
     fair_tokens = sum(d.counter.tokens for d in per_defense)
-    print(f"  fair (a decode per defense):   {fair_wall:7.2f} s  forward tokens {fair_tokens:>8,}; "
-          f"fair / fast: wall {fair_wall / fast_wall:.2f}x, tokens "
+    print(f"  fair (a decode per defense):   {fair_time}  forward tokens {fair_tokens:>8,}; "
+          f"fair / fast: wall {fair_time.best / fast_wall:.2f}x, tokens "
           f"{fair_tokens / fast_tokens:.2f}x")  # fmt: skip
 
     def naive():
         return [run([(0, name)]) for name in names]
 
-    one_by_one, naive_wall = timed(naive, args.device)
+    one_by_one, naive_time = best(naive)
+    naive_wall = naive_time.best
     share = 1 / len(prompts)
     naive_tokens = sum(d.counter.tokens for d in one_by_one)
-    print(f"  naive (prompt 0, one response per call): {naive_wall:6.2f} s  forward tokens "
+    print(f"  naive (prompt 0, one response per call): {naive_time}  forward tokens "
           f"{naive_tokens:>7,}; naive / fast per prompt: wall "
           f"{naive_wall / (share * fast_wall):.1f}x, tokens "
           f"{naive_tokens / (share * fast_tokens):.2f}x")  # fmt: skip

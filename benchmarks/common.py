@@ -1,10 +1,14 @@
 """Shared benchmark plumbing: model choice (weights or a random-init real shape), device, dtype,
-and wall-clock timing that waits for the device."""
+and wall-clock timing that waits for the device: one call (`timed`), or a path's best and spread
+over several samples of at least a minimum length each (`sampled`)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -19,6 +23,17 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str = models.
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--dtype", default="float32", choices=sorted(models.DTYPES))
+
+
+def add_sampling_args(parser: argparse.ArgumentParser) -> None:
+    """--runs and --min-seconds for `sampled` (defaults: 5 runs of at least 1 s each)."""
+    parser.add_argument("--runs", type=int, default=5, help="timed samples of each path (best)")
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=1.0,
+        help="each sample repeats the path's call until it lasts this long (0: one call)",
+    )
 
 
 def load_model(args: argparse.Namespace):
@@ -47,3 +62,60 @@ def timed(fn, device: str):
     result = fn()
     sync()
     return result, time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of one path: the fastest and slowest of `runs` samples, each the mean
+    of `calls` back-to-back calls timed together."""
+
+    best: float
+    worst: float
+    runs: int
+    calls: int
+
+    @property
+    def spread(self) -> float:
+        """(worst - best) / best: how far the samples stray from the best."""
+        return (self.worst - self.best) / self.best if self.best > 0 else 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.best:8.3f} s (best of {self.runs} x {self.calls} calls, "
+            f"spread {self.spread:.1%})"
+        )
+
+
+def sampled(
+    fn: Callable[[], object],
+    device: str,
+    *,
+    runs: int = 5,
+    min_seconds: float = 1.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[object, Timing]:
+    """(result of the first call, Timing of fn). The first call is timed alone and sets how
+    many calls make one sample: ceil(min_seconds / its seconds), at least 1. Then `runs`
+    samples, each that many calls timed together (the device waited for at both ends), give
+    the best and worst seconds per call. The first call does not count: it may compile or
+    allocate."""
+    if runs < 1:
+        raise SystemExit(f"--runs must be >= 1, got {runs}")
+    if min_seconds < 0:
+        raise SystemExit(f"--min-seconds must be >= 0, got {min_seconds}")
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    sync()
+    start = clock()
+    result = fn()
+    sync()
+    first = clock() - start
+    calls = max(1, math.ceil(min_seconds / first)) if first > 0 else 1
+    per_call = []
+    for _ in range(runs):
+        sync()
+        start = clock()
+        for _ in range(calls):
+            fn()
+        sync()
+        per_call.append((clock() - start) / calls)
+    return result, Timing(min(per_call), max(per_call), runs, calls)
