@@ -10,8 +10,9 @@ blocked throughout, so every path takes exactly NEW steps):
             anchor a user would pick, although it cannot compute CID);
     naive = the official approach, for group 0 only: every step re-encodes both full prefixes
             without a cache (the fast path's tokens are replayed, so both score one response).
-fast and hf are each timed as the best of --runs samples of at least --min-seconds after one
-warm-up call (`common.sampled`), printed with their spread; fair and naive time one call each.
+fast and hf are each timed as the best of --runs samples of at least --min-seconds after a
+first call that does not count (`common.sampled`), printed with their spread; fair and naive
+time one call each.
 Prints forward tokens, wall time, group tokens/s and ratios; exits non-zero if fast and naive
 disagree by more than 1e-4 (fp32) in log p̄ or τ.
 
@@ -179,8 +180,7 @@ def main() -> int:
             forward_mode=args.forward_mode,
         )
 
-    def best_of(fn):
-        fn()  # warm-up: allocator, kernels, caches
+    def best_of(fn):  # its first call warms up the allocator, kernels and caches
         return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
 
     generation, fast_time = best_of(fast)

@@ -3,8 +3,9 @@ shared decoder on full prompts, and the exact teacher-forced log-probs.
 
 G questions, each with k documents and S settings (S groups per question, as the epsilons of a
 stage): 1 + k streams a group, laid out (template head, question, document, tail) so the head and
-the question are one prefix. Prompts are random token ids of realistic length (~100-token
-documents), so no tokenizer and no weights are needed; EOS is blocked (every path takes NEW steps).
+the question are one prefix; question q has 2q more tokens than the first. Prompts are random
+token ids of realistic length (~100-token documents), so no tokenizer and no weights are needed;
+EOS is blocked (every path takes NEW steps).
     fast  = `dp_rag_generate`'s path: per question the head + question forwarded once, each
             distinct tail once on a copy of its cache, every group decoded from copies of its rows;
     across = fast's prefills, then every question's groups decoded in one `decode_forked` call
@@ -107,8 +108,8 @@ def main() -> int:
     draw = lambda n: torch.randint(100, vocab, (n,), generator=generator).tolist()  # noqa: E731
     head, tail = draw(HEAD), draw(TAIL)
     questions = []
-    for _ in range(args.questions):
-        asked = head + draw(args.question_tokens)
+    for q in range(args.questions):  # question q has 2q more tokens: prefills of unequal width
+        asked = head + draw(args.question_tokens + 2 * q)
         public = asked + tail
         documents = [asked + draw(args.document_tokens) + tail for _ in range(args.documents)]
         questions.append([public, *documents])
@@ -121,7 +122,8 @@ def main() -> int:
     print(
         f"{describe(model, args)}: {args.questions} questions x {args.settings} settings x "
         f"{per_group} streams (1 public + {args.documents} documents of {args.document_tokens} "
-        f"tokens), prompts {len(questions[0][0])}/{len(questions[0][1])} tokens, {new} new "
+        f"tokens), question 0's prompts {len(questions[0][0])}/{len(questions[0][1])} tokens "
+        f"(each next question 2 more), {new} new "
         "tokens, EOS blocked"
     )
     mix = _mix(settings * args.questions, [args.documents] * groups)
@@ -206,7 +208,7 @@ def main() -> int:
         differs = fast_tokens != tokens
         common = torch.where(differs.any(1), differs.int().argmax(1), differs.shape[1])
         before = torch.arange(differs.shape[1], device=differs.device)[None, :] < common[:, None]
-        delta = float(((fast_sample - sample).abs() * before).max())
+        delta = float(torch.where(before, (fast_sample - sample).abs(), 0.0).max())
         groups = int(differs.any(1).sum())
         print(f"  {name} vs fast: {groups}/{len(differs)} groups drew other tokens"
               f"{'' if exact_precision else ' (allowed in half precision)'}; max |Δ log-prob of "

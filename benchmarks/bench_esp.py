@@ -137,7 +137,6 @@ def bench_esp(model, pad_id, args) -> float:
         model, prefixes, suffixes, decoders, batch_size=args.batch_size, pad_id=pad_id
     )
     bare_forward(model, batches[:1])  # warm-up: kernels, allocator, cuBLAS handles
-    fast_scores = fast()
 
     def best(fn):
         return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)

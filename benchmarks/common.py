@@ -5,7 +5,6 @@ over several samples of at least a minimum length each (`sampled`)."""
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         "--min-seconds",
         type=float,
         default=1.0,
-        help="each sample repeats the path's call until it lasts this long (0: one call)",
+        help="each sample repeats the path's call until it has lasted this long (0: one call)",
     )
 
 
@@ -67,7 +66,7 @@ def timed(fn, device: str):
 @dataclass(frozen=True)
 class Timing:
     """Seconds per call of one path: the fastest and slowest of `runs` samples, each the mean
-    of `calls` back-to-back calls timed together."""
+    of the back-to-back calls it took to last at least the minimum; `calls` in all samples."""
 
     best: float
     worst: float
@@ -81,7 +80,7 @@ class Timing:
 
     def __str__(self) -> str:
         return (
-            f"{self.best:8.3f} s (best of {self.runs} x {self.calls} calls, "
+            f"{self.best:8.3f} s (best of {self.runs} samples, {self.calls} calls, "
             f"spread {self.spread:.1%})"
         )
 
@@ -94,28 +93,27 @@ def sampled(
     min_seconds: float = 1.0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[object, Timing]:
-    """(result of the first call, Timing of fn). The first call is timed alone and sets how
-    many calls make one sample: ceil(min_seconds / its seconds), at least 1. Then `runs`
-    samples, each that many calls timed together (the device waited for at both ends), give
-    the best and worst seconds per call. The first call does not count: it may compile or
-    allocate."""
+    """(result of the first call, Timing of fn). The first call does not count: it may compile
+    or allocate. Then `runs` samples, each calling fn back to back until it has lasted at least
+    `min_seconds` (at least one call; the device waited for after each), give the best and
+    worst seconds per call."""
     if runs < 1:
         raise SystemExit(f"--runs must be >= 1, got {runs}")
     if min_seconds < 0:
         raise SystemExit(f"--min-seconds must be >= 0, got {min_seconds}")
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-    sync()
-    start = clock()
     result = fn()
     sync()
-    first = clock() - start
-    calls = max(1, math.ceil(min_seconds / first)) if first > 0 else 1
-    per_call = []
+    per_call, total = [], 0
     for _ in range(runs):
-        sync()
-        start = clock()
-        for _ in range(calls):
+        calls, start = 0, clock()
+        while True:
             fn()
-        sync()
-        per_call.append((clock() - start) / calls)
-    return result, Timing(min(per_call), max(per_call), runs, calls)
+            sync()
+            calls += 1
+            elapsed = clock() - start
+            if elapsed >= min_seconds:
+                break
+        per_call.append(elapsed / calls)
+        total += calls
+    return result, Timing(min(per_call), max(per_call), runs, total)

@@ -27,29 +27,35 @@ class FakeClock:
         return self.calls
 
 
-def test_calls_per_sample_reach_the_minimum_and_best_and_worst_are_per_call():
-    # first call 0.3 s -> ceil(1.0 / 0.3) = 4 calls a sample; samples of 4 calls at 0.25, 0.2
-    # and 0.3 s each: per call 0.25, 0.2, 0.3
-    clock = FakeClock([0.3] + [0.25] * 4 + [0.2] * 4 + [0.3] * 4)
+def test_each_sample_lasts_the_minimum_and_best_and_worst_are_per_call():
+    # the first call (0.5 s) does not count; then samples of 4 x 0.25, 8 x 0.125 and 2 x 0.5 s
+    clock = FakeClock([0.5] + [0.25] * 4 + [0.125] * 8 + [0.5] * 2)
     result, timing = sampled(clock.work, "cpu", runs=3, min_seconds=1.0, clock=clock)
     assert result == 1  # the first call's result
-    assert clock.calls == 1 + 3 * 4
-    assert timing == Timing(best=pytest.approx(0.2), worst=pytest.approx(0.3), runs=3, calls=4)
-    assert timing.spread == pytest.approx(0.5)
+    assert clock.calls == 1 + 14
+    assert timing == Timing(best=0.125, worst=0.5, runs=3, calls=14)
+    assert timing.spread == 3.0
+
+
+def test_a_slow_first_call_does_not_shorten_the_samples():
+    # a first call that compiles (8 s) must not make one call a sample
+    clock = FakeClock([8.0] + [0.25] * 8)
+    _, timing = sampled(clock.work, "cpu", runs=2, min_seconds=1.0, clock=clock)
+    assert (timing.calls, timing.best, timing.worst) == (8, 0.25, 0.25)
 
 
 def test_a_path_longer_than_the_minimum_is_called_once_a_sample():
-    clock = FakeClock([2.0, 2.5, 2.0, 2.2, 2.0, 2.1])
+    clock = FakeClock([2.0, 2.5, 2.0, 2.25, 2.0, 2.125])
     _, timing = sampled(clock.work, "cpu", runs=5, min_seconds=1.0, clock=clock)
-    assert (timing.calls, timing.runs) == (1, 5)
+    assert (timing.calls, timing.runs) == (5, 5)
     assert (timing.best, timing.worst) == (2.0, 2.5)
-    assert "best of 5 x 1 calls, spread 25.0%" in str(timing)
+    assert "best of 5 samples, 5 calls, spread 25.0%" in str(timing)
 
 
 def test_min_seconds_zero_times_single_calls():
     clock = FakeClock([0.5, 0.25, 0.75])
     _, timing = sampled(clock.work, "cpu", runs=2, min_seconds=0.0, clock=clock)
-    assert (timing.calls, timing.best, timing.worst) == (1, 0.25, 0.75)
+    assert (timing.calls, timing.best, timing.worst) == (2, 0.25, 0.75)
 
 
 @pytest.mark.parametrize(("runs", "min_seconds", "message"), [
@@ -66,6 +72,24 @@ def test_the_device_script_names_a_bad_argument(tmp_path):
     done = subprocess.run(
         ["bash", str(script), "--fast"], capture_output=True, text=True, env={"OUT": str(tmp_path)}
     )
-    assert done.returncode == 2
-    assert done.stderr.strip() == "device_check.sh: unknown argument '--fast'; allowed: --quick"
+    assert done.returncode == 64
+    assert done.stderr.strip() == (
+        "device_check.sh: unknown argument '--fast'; allowed: --quick, --dtype bfloat16|float32, "
+        "--no-tests"
+    )
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_the_device_script_names_a_bad_dtype(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "device_check.sh"
+    done = subprocess.run(
+        ["bash", str(script), "--dtype", "float16"],
+        capture_output=True,
+        text=True,
+        env={"OUT": str(tmp_path)},
+    )
+    assert done.returncode == 64
+    assert (
+        done.stderr.strip() == "device_check.sh: --dtype must be bfloat16 or float32, got 'float16'"
+    )
+    assert not any(tmp_path.iterdir())
