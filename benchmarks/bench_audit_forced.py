@@ -34,7 +34,7 @@ from common import (  # noqa: E402
     add_sampling_args,
     describe,
     load_model,
-    sampled,
+    sampler,
 )
 
 from privleak.audit.forced import chunks, forced_all, forced_loop, prefill  # noqa: E402
@@ -98,8 +98,7 @@ def main() -> int:
         return torch.cat([torch.nn.functional.pad(p, (0, 0, 0, width - p.shape[2]))
                           for p in parts], dim=1)  # fmt: skip
 
-    def best(fn):
-        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+    best = sampler(args)
 
     fast(ForwardCounter())  # warm-up: allocator, kernels
     counter = ForwardCounter()

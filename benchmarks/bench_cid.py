@@ -33,7 +33,7 @@ from common import (  # noqa: E402
     add_sampling_args,
     describe,
     load_model,
-    sampled,
+    sampler,
     timed,
 )
 
@@ -180,8 +180,7 @@ def main() -> int:
             forward_mode=args.forward_mode,
         )
 
-    def best_of(fn):  # its first call warms up the allocator, kernels and caches
-        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+    best_of = sampler(args)  # each path's first call warms up the allocator, kernels and caches
 
     generation, fast_time = best_of(fast)
     fast_wall = fast_time.best

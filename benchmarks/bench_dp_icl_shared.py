@@ -40,7 +40,7 @@ from common import (  # noqa: E402
     add_sampling_args,
     describe,
     load_model,
-    sampled,
+    sampler,
 )
 
 from privleak.batching import ForwardCounter  # noqa: E402
@@ -162,8 +162,7 @@ def main() -> int:
                                 **options)  # fmt: skip
         return decoded.tokens, decoded.sample_logprobs
 
-    def best(fn):
-        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+    best = sampler(args)
 
     fast(ForwardCounter())  # warm-up: allocator, kernels
     counter = ForwardCounter()

@@ -28,7 +28,7 @@ import math
 import sys
 
 import torch
-from common import add_model_args, add_sampling_args, describe, load_model, sampled, timed
+from common import add_model_args, add_sampling_args, describe, load_model, sampler, timed
 
 from privleak import models
 from privleak.batching import pad_rows
@@ -138,8 +138,7 @@ def bench_esp(model, pad_id, args) -> float:
     )
     bare_forward(model, batches[:1])  # warm-up: kernels, allocator, cuBLAS handles
 
-    def best(fn):
-        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+    best = sampler(args)
 
     _, bare_time = best(lambda: bare_forward(model, batches))
     fast_scores, fast_time = best(fast)

@@ -37,7 +37,7 @@ from common import (  # noqa: E402
     add_sampling_args,
     describe,
     load_model,
-    sampled,
+    sampler,
     timed,
 )
 
@@ -94,8 +94,7 @@ def main() -> int:
     _, warmup = timed(lambda: run(keys[:2]), args.device)  # allocator, kernels, compiling
     print(f"  warm-up (2 groups; on CUDA it compiles PAD's step): {warmup:.1f} s")
 
-    def best(fn):
-        return sampled(fn, args.device, runs=args.runs, min_seconds=args.min_seconds)
+    best = sampler(args)
 
     fast, fast_time = best(lambda: run(keys, budget=budget))
     fast_wall, fast_tokens = fast_time.best, fast.counter.tokens

@@ -8,6 +8,7 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -117,3 +118,8 @@ def sampled(
         per_call.append(elapsed / calls)
         total += calls
     return result, Timing(min(per_call), max(per_call), runs, total)
+
+
+def sampler(args: argparse.Namespace) -> Callable[[Callable[[], object]], tuple[object, Timing]]:
+    """`sampled` with the --device, --runs and --min-seconds of args."""
+    return partial(sampled, device=args.device, runs=args.runs, min_seconds=args.min_seconds)
