@@ -61,9 +61,11 @@ save_table(
     "hockey-stick divergence at the nominal ε with its interval; bb_*: black-box test (secret's "
     "ROUGE-L recall), pooled over canaries. PAD's nominal ε is the all-steps ε of the composed "
     "Gaussian under the privacy-loss distribution (nominal_pld), the largest over the audited "
-    "outputs; nominal_paper is the paper's γ-relaxed RDP ε at α = 10, which leaves screened "
-    "steps unaccounted. DP-RAG's retrieval threshold is held fixed (the token law is audited). "
-    "The audit's canaries, stores and response lengths are its own, smaller than the papers'.",
+    "outputs of the larger of PAD's accounts under D and D'; its γ-relaxed ε is judged on each "
+    "side's own protected steps; nominal_paper is the paper's γ-relaxed RDP ε at α = 10, which "
+    "leaves screened steps unaccounted. DP-RAG's retrieval threshold is held fixed (the token "
+    "law is audited). The audit's canaries, stores and response lengths are its own, smaller "
+    "than the papers'.",
 )
 table[["mechanism", "variant", "nominal_token", "audited_token", "nominal_epsilon",
        "wb_epsilon_low", "bb_epsilon_low", "flagged", "flagged_by"]]  # fmt: skip
@@ -116,6 +118,7 @@ def finite(column: str) -> dict[str, float]:
 metrics = {
     "controls_ok": bool(controls["flagged"].all() and not never_flagged["flagged"].any()),
     "flagged": {f"{r.mechanism}/{r.variant}": bool(r.flagged) for r in table.itertuples()},
+    "flagged_by": {f"{r.mechanism}/{r.variant}": r.flagged_by for r in table.itertuples()},
     "audited_token": finite("audited_token"),
     "wb_epsilon_low": finite("wb_epsilon_low"),
     "bb_epsilon_low": finite("bb_epsilon_low"),
@@ -126,7 +129,13 @@ metrics = {
     "nominal_paper": finite("nominal_paper"),
     "nominal_epsilon": finite("nominal_epsilon"),
     "wb_relaxed_low": finite("wb_relaxed_low"),
+    "event_epsilon_low": finite("event_epsilon_low"),
     "event_relaxed_low": finite("event_relaxed_low"),
+    "relaxed_side": {
+        f"{r.mechanism}/{r.variant}": r.relaxed_side
+        for r in table.itertuples()
+        if r.mechanism == "pad"
+    },
     "tests": finite("tests"),
     "alpha_per_test": finite("alpha_per_test"),
     "canaries": finite("canaries"),

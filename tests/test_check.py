@@ -3,6 +3,7 @@
 docs/audit-your-decoder.md."""
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -118,11 +119,42 @@ def test_the_suite_catches_every_seeded_bug_and_no_correct_mechanism():
     )
 
 
-def test_the_command_reports_a_violation_and_refuses_bad_input_in_one_line():
-    command = [sys.executable, "-m", "privleak.audit.check"]
-    done = subprocess.run(command + ["--law", "privleak.audit.check:nothing", "--epsilon", "1"],
+COMMAND = [sys.executable, "-m", "privleak.audit.check"]
+DECODERS = """
+import torch
+
+
+def _law(context, epsilon):
+    utility = context.clamp(-1.0, 1.0).mean(0)  # replacing one of k documents moves it <= 2 / k
+    return torch.log_softmax(epsilon * utility / (2 * 2.0 / context.shape[0]), -1)
+
+
+def honest(context, public):
+    return _law(context, 1.0)
+
+
+def greedy(context, public):
+    return _law(context, 3.0)
+"""
+
+
+def test_the_command_refuses_bad_input_in_one_line():
+    done = subprocess.run(COMMAND + ["--law", "privleak.audit.check:nothing", "--epsilon", "1"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--law" in done.stderr
+
+
+def test_the_command_exits_0_when_consistent_and_1_on_a_violation(tmp_path):
+    (tmp_path / "decoders.py").write_text(DECODERS)
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    env = os.environ | {"PYTHONPATH": path}
+    for name, code in (("honest", 0), ("greedy", 1)):
+        done = subprocess.run(
+            COMMAND + ["--law", f"decoders:{name}", "--epsilon", "1", "--relation", "replace"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert done.returncode == code, done.stdout + done.stderr
+        assert done.stdout.count("\n") == 1 and ("VIOLATED" in done.stdout) == bool(code)
 
 
 def test_the_users_example_runs():

@@ -63,7 +63,13 @@ def test_perplexity_claims_pair_the_evaluators_log_ppl_and_skip_unscored_respons
         "PPL evaluator tiny stands in for PAD's EleutherAI/pythia-6.9b"
     )
     assert s2.evaluator_note("EleutherAI/pythia-6.9b") == ""
-    assert found["s2.static_beats_dist.rouge.enron"].note == ""
+    assert found["s2.static_beats_dist.rouge.enron"].note == s2.DIST_THRESHOLD  # no evaluator
+    assert found["s2.static_beats_dist.log_ppl.enron"].note.endswith(
+        "stands in for PAD's EleutherAI/pythia-6.9b"
+    )
+    assert s2.DIST_THRESHOLD in found["s2.pad_leaks_less_than_dist.rouge.enron"].note
+    assert "Summ. removes text" in found["s2.pad_leaks_less_than_summ.rouge.enron"].note
+    assert found["s2.pad_leaks_less_than_extraction.rouge.enron"].note == ""
 
 
 def test_secret_findings_pair_each_prompts_expected_secret_count_in_probability():

@@ -10,10 +10,11 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
+from privleak.audit.accountants import gaussian_pld_epsilon, gaussian_rdp_epsilon
 from privleak.audit.bounds import hockey_stick
 from privleak.audit.pad_law import law_bounds, token_log_bounds
 from privleak.audit.pairs import logit_shift
-from privleak.audit.table import event_epsilon, loss_bounds, premise
+from privleak.audit.table import event_epsilon, loss_bounds, pad_claim, pad_nominal, premise
 
 
 def reference_log_probability(logprobs, target, sigma, temperature):
@@ -116,6 +117,34 @@ def test_the_premise_check_measures_the_shift_no_softmax_can_see_past():
     assert checked["shift_ratio_max"] == 3.0 and checked["shift_ratio_median"] == 1.75
 
 
+def test_pad_is_judged_on_each_neighbours_own_account_and_violates_only_beyond_both():
+    """One output of two steps: step 1 moves from 0.1 (D) to 0.5 (D'), a loss of ln 5; step 2
+    does not move. Each side's γ-relaxed claim composes its own protected steps, mu =
+    sqrt(sum (Delta_t / sigma_t)^2), and is audited on the event over those steps only."""
+    delta = 1e-5
+    logs = {
+        "logp_in": [[math.log(0.5), math.log(0.9)]],
+        "logp_out": [[math.log(0.1), math.log(0.9)]],
+    }
+    d_prime = {"sigma": [[1.0, 1.0]], "sensitivity": [[0.05, 0.05]], "protected": [[1.0, 0.0]]}
+    d = {"sigma_d": [[1.0, 1.0]], "sensitivity_d": [[1.0, 1.0]], "protected_d": [[0.0, 1.0]]}
+    claimed, kept = pad_claim(pd.DataFrame(logs | d_prime | d), delta)
+    # under D' alone the claim (mu 0.05) is below the proven ln((0.5 - delta) / 0.1): a violation
+    assert pad_nominal(pd.DataFrame(d_prime), delta)["nominal_relaxed"] < math.log(4.9999)
+    # under D the protected step is step 2, which does not move: no violation, so none is reported
+    assert claimed["relaxed_side"] == "D" and list(kept["logp_in"]) == [[math.log(0.9)]]
+    assert claimed["nominal_relaxed"] == pytest.approx(gaussian_pld_epsilon(1.0, delta))
+    assert claimed["event_relaxed_low"] == pytest.approx(math.log((0.9 - delta) / 0.9))
+    # all steps: the same loss against both accounts, the larger claim (D: mu = sqrt 2)
+    assert claimed["nominal_pld"] == pytest.approx(gaussian_pld_epsilon(math.sqrt(2), delta))
+    assert claimed["nominal_rdp"] == pytest.approx(gaussian_rdp_epsilon(math.sqrt(2), delta))
+    # D protecting step 1 at D''s Delta too: violated under both, and the slack says so
+    both = {"sigma_d": [[1.0, 1.0]], "sensitivity_d": [[0.05, 0.05]], "protected_d": [[1.0, 0.0]]}
+    claimed, _ = pad_claim(pd.DataFrame(logs | d_prime | both), delta)
+    assert claimed["event_relaxed_low"] == pytest.approx(math.log((0.5 - delta) / 0.1))
+    assert claimed["nominal_relaxed"] - claimed["event_relaxed_low"] < 0
+
+
 def test_the_hockey_stick_interval_reads_lower_bounds_low_and_upper_bounds_high():
     low, high = np.array([0.0, 2.0, 5.0]), np.array([0.5, 3.5, 5.0])
     h = hockey_stick(low, 1.0, 0.05, upper=high)
@@ -165,8 +194,34 @@ def test_a_small_vocabulary_sums_its_offsets_directly_as_the_fft_would():
     for held in (5, 200):
         counts = np.zeros(table.size + 41 + 1)  # K + 1 = 41 shifts
         counts[rng.choice(counts.size, held, replace=False)] = rng.integers(1, 4, held)
-        got = pad_law._log_h(counts, table, -50.0, -0.1)
+        got, error = pad_law._log_h(counts, table, -50.0, -0.1)
         extended = np.concatenate([np.full(41, -50.0), table, np.full(41, -0.1)])
-        loop = [sum(c * extended[k + b] for b, c in enumerate(counts) if c) for k in range(41)]
-        np.testing.assert_allclose(got, loop, rtol=1e-12, atol=1e-9)
+        held_at = np.flatnonzero(counts)
+        loop = [math.fsum(counts[b] * extended[k + b] for b in held_at) for k in range(41)]
+        assert np.max(np.abs(got - loop)) <= error < 1e-6  # the stated bound covers the rounding
     assert 5 <= pad_law.DIRECT_OFFSETS < 200  # one case per path
+
+
+def test_the_bounds_hold_at_a_large_vocabulary_where_the_correlation_is_an_fft():
+    """V = 4,096 (thousands of distinct offsets: the FFT path): noiseless, the law is the tempered
+    softmax exactly; with noise, the mean of 40,000 draws (V = 512), within 5 standard errors."""
+    rng = np.random.default_rng(7)
+    logprobs = np.log(rng.dirichlet(np.full(4096, 0.05)))
+    logprobs = np.maximum(logprobs, -60.0)  # the model's floor: no token beyond MAX_REACH
+    exact = torch.log_softmax(torch.tensor(logprobs) / 0.2, -1).numpy()
+    order = np.argsort(logprobs)
+    for target in (order[-1], order[-2], order[-40], order[2000]):
+        low, high = token_log_bounds(logprobs, int(target), 0.0, 0.2)
+        assert low <= exact[target] <= high and high - low < 0.05, (target, low, exact[target])
+    small, sigma = logprobs[:512] - logsumexp(logprobs[:512]), 0.3
+    generator = torch.Generator().manual_seed(1)
+    picks = np.argsort(small)[[-1, -2, -5]]
+    draws = torch.cat([
+        torch.softmax((torch.tensor(small) + sigma * torch.randn(8000, 512, generator=generator,
+                                                                  dtype=torch.float64)) / 0.2, -1)
+        [:, picks] for _ in range(5)
+    ])  # fmt: skip
+    for column, target in enumerate(picks):
+        mean, error = draws[:, column].mean().item(), draws[:, column].std().item() / 200.0
+        low, high = token_log_bounds(small, int(target), sigma, 0.2)
+        assert math.exp(low) <= mean + 5 * error and mean - 5 * error <= math.exp(high)

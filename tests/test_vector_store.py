@@ -107,6 +107,18 @@ def test_query_is_ascending_l2_and_equals_brute_force(tmp_path):
     assert_matches_brute_force(results, queries, texts, HashedWords(16))
 
 
+def test_query_breaks_exact_ties_by_id(tmp_path):
+    """Each document has an identical twin (the same vector): twins come out together, the
+    smaller id first, so a tie at the edge of k cannot change from build to build."""
+    texts = corpus(60, seed=3)
+    collection = build_hashed(tmp_path, texts + texts)  # d{i} and d{i + 60} are twins
+    for hits in vector_store.query(collection, ["fever cough", "rash nausea", "sore throat"], k=7):
+        for first, second in zip(hits, hits[1:], strict=False):
+            if first["distance"] == second["distance"]:
+                assert first["id"] < second["id"]
+        assert any(a["text"] == b["text"] for a, b in zip(hits, hits[1:], strict=False))
+
+
 def test_query_clamps_k_and_returns_metadata(tmp_path):
     texts = corpus(5)
     metadatas = [{"source": f"s{i}", "rank": i} for i in range(5)]

@@ -223,27 +223,32 @@ def _dimension(collection) -> int | None:
 def query(collection, texts: Sequence[str], k: int) -> list[list[dict]]:
     """For each of the Q query texts, its k nearest documents, nearest first, as dicts
     {"id", "text", "distance", **metadata}; distance is the squared L2 distance of Chroma's l2
-    space (same order as L2). A k above the collection's size is clamped to that size."""
+    space (same order as L2). A k above the collection's size is clamped to that size.
+
+    The search is exact: each query is embedded as Chroma embeds it, and its squared L2 distance
+    to every stored vector is computed in float64 (ties broken by id). Chroma's own search walks
+    an HNSW graph whose build differs from run to run, so at the edge of k two builds of the same
+    store returned different neighbours; the exact search is the one it approximates."""
     require(
         isinstance(k, int) and not isinstance(k, bool) and k >= 1,
         f"k must be an integer >= 1, got {k!r}",
     )
     texts = list(texts)
     require(len(texts) >= 1, "give at least one query text")
-    found = collection.query(
-        query_texts=texts,
-        n_results=min(k, collection.count()),
-        include=["documents", "distances", "metadatas"],
-    )
-    return [
-        [
-            {"id": i, "text": text, "distance": float(distance), **(meta or {})}
-            for i, text, distance, meta in zip(ids, documents, distances, metas, strict=True)
-        ]
-        for ids, documents, distances, metas in zip(
-            found["ids"], found["documents"], found["distances"], found["metadatas"], strict=True
-        )
-    ]
+    stored = collection.get(include=["documents", "embeddings", "metadatas"])
+    order = np.argsort(np.asarray(stored["ids"]), kind="stable")  # ties go to the smaller id
+    vectors = np.asarray(stored["embeddings"], dtype=np.float64)[order]  # [N, d]
+    queries = np.asarray(collection._embed(input=texts, is_query=True), dtype=np.float64)
+    out = []
+    for vector in queries:  # [d]: one query at a time keeps memory at N x d
+        distances = np.sum((vectors - vector) ** 2, axis=1)
+        nearest = np.argsort(distances, kind="stable")[:k]
+        out.append([
+            {"id": stored["ids"][i], "text": stored["documents"][i], "distance": float(d),
+             **(stored["metadatas"][i] or {})}
+            for i, d in zip(order[nearest], distances[nearest], strict=True)
+        ])  # fmt: skip
+    return out
 
 
 def export_store(folder: str | Path, collections: dict) -> None:

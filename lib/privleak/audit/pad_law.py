@@ -20,7 +20,8 @@ F itself is a smooth one-dimensional integral, computed by the trapezoid rule on
 smooth variable (Z when rho <= 1, reaching as far below as the grid's bottom needs; the Gumbel
 otherwise, its tail beyond the last node in closed form), integrated at every SPLINE_STRIDE-th
 grid point and splined between. `MARGIN` widens the bounds for that numerical error where it
-matters (the spline's, the FFT's rounding); deep in the tails F is less accurate, on terms that
+matters (the spline's); the correlations' rounding widens them by its own bound (`_log_h`);
+deep in the tails F is less accurate, on terms that
 carry negligible weight, so the bounds are validated rather than proven there: against an exact
 two-token law at gaps up to 200 nats (tests) and 400 (spot checks). A target more than
 `MAX_REACH` (in units of T) behind the top token gets the simple bounds (-inf, S(R/2) + F(-R/2)).
@@ -46,13 +47,17 @@ from privleak.errors import require
 
 MARGIN = (1e-6, 1e-4)
 """(absolute nats, relative share of |ln P|) added to each side of a bound for the integration's
-numerical error (the splined ln F is within about 2e-5 of the integrated one, relatively) and the
-FFT's rounding."""
+numerical error (the splined ln F is within about 2e-5 of the integrated one, relatively)."""
 CELLS_PER_SCALE = 200
 """Grid points per standard deviation of zeta (sqrt(rho^2 + pi^2 / 6))."""
 SPLINE_STRIDE = 20
 """ln F and ln(1 - F) are integrated at every SPLINE_STRIDE-th grid point and a cubic spline fills
 in the rest."""
+FFT_SAFETY = 64.0
+"""The FFT correlation's error is taken as this many times u log2(L) ||table||_2 ||counts||_1
+(`_log_h`), about three times the constant the textbook bound gives for two forward transforms,
+their product and the inverse (the inverse's error scales with the result's norm, which Young's
+inequality bounds by ||table||_2 ||counts||_1)."""
 DIRECT_OFFSETS = 64
 """Up to this many distinct competitor offsets on the grid, their sum is direct, not an FFT."""
 _LOWER_TAIL = 4.0  # P(G < -4) = exp(-e^4) ~ 2e-24
@@ -129,17 +134,28 @@ def noise_law(rho: float, start: float, step: float, count: int) -> tuple[np.nda
     return _from_survival(log_cdf, log_sf)
 
 
-def _log_h(counts: np.ndarray, table: np.ndarray, below: float, above: float) -> np.ndarray:
-    """[K + 1] sum_b counts[b] table[k + b] for k = 0..K, the table [N] read as `below` before its
-    first entry and as `above` past its last: counts over offsets b = -(K + 1)..N (index
-    b + K + 1). An FFT correlation, or a direct sum over the offsets that hold a count when they
-    are at most DIRECT_OFFSETS (a small vocabulary)."""
+def _log_h(
+    counts: np.ndarray, table: np.ndarray, below: float, above: float
+) -> tuple[np.ndarray, float]:
+    """([K + 1] sum_b counts[b] table[k + b] for k = 0..K, a bound on its rounding error): the
+    table [N] read as `below` before its first entry and as `above` past its last, counts over
+    offsets b = -(K + 1)..N (index b + K + 1). An FFT correlation, or a direct sum over the
+    offsets that hold a count when they are at most DIRECT_OFFSETS (a small vocabulary). The
+    error bounds are the textbook ones (Higham, Accuracy and Stability of Numerical Algorithms,
+    2002: Eq. 3.5 for a sum of n products, Thm. 24.2 for each transform), with FFT_SAFETY for
+    the FFT's constant."""
     size = counts.size - table.size - 1  # K + 1
     extended = np.concatenate([np.full(size, below), table, np.full(size, above)])
     held = np.flatnonzero(counts)
+    unit = np.finfo(np.float64).eps / 2
     if held.size <= DIRECT_OFFSETS:
-        return extended[np.arange(size)[:, None] + held[None, :]] @ counts[held]
-    return fftconvolve(extended, counts[::-1], mode="valid")
+        terms = extended[np.arange(size)[:, None] + held[None, :]]
+        growth = held.size * unit / (1 - held.size * unit)  # gamma_n of a sum of n products
+        return terms @ counts[held], growth * float(np.max(np.abs(terms) @ counts[held]))
+    length = extended.size + counts.size - 1
+    error = (FFT_SAFETY * math.log2(length) * unit
+             * float(np.linalg.norm(extended)) * float(np.abs(counts).sum()))  # fmt: skip
+    return fftconvolve(extended, counts[::-1], mode="valid"), error
 
 
 def _grid(rho: float, reach: float) -> tuple[float, float, int, int]:
@@ -188,8 +204,10 @@ def token_log_bounds(
     for rounded in (np.floor(gaps / step), np.ceil(gaps / step)):
         offsets = np.clip(rounded + extra, -(count + 1), size).astype(int) + count + 1
         bins.append(np.bincount(offsets, minlength=size + count + 2).astype(float))
-    log_h_low = _log_h(bins[0], table_cdf, _FLOOR, table_cdf[-1])
-    log_h_high = _log_h(bins[1], table_cdf, table_cdf[0], 0.0)
+    # the rounding of each correlation widens its side of the bounds (ln H <= 0 holds exactly)
+    log_h_low, error_low = _log_h(bins[0], table_cdf, _FLOOR, table_cdf[-1])
+    log_h_high, error_high = _log_h(bins[1], table_cdf, table_cdf[0], 0.0)
+    log_h_low, log_h_high = log_h_low - error_low, np.minimum(log_h_high + error_high, 0.0)
     # ln of the cell masses F(x_{k+1}) - F(x_k), from F below the median and 1 - F above it
     with np.errstate(invalid="ignore"):
         from_cdf = log_cdf[1:] + _log1mexp(log_cdf[:-1] - log_cdf[1:])

@@ -334,15 +334,17 @@ def pad_scores(
     (the noise sampled, the PAD settings it claims)}. Each token's probability is integrated
     exactly (`pad_law`): Scores.steps holds its certified bounds (logp_in_low, logp_in_high,
     logp_out_low, logp_out_high; logp_in and logp_out are their midpoints), the claimed
-    settings' sigma, sensitivity and protected at each position under D', and the realised
-    logit shift between D and D' (`logit_shift`) beside the larger of the claimed Delta_t under D
-    and D' (premise_sensitivity). A variant scores every candidate or the sorted indices
-    subsets[variant]; every candidate is forwarded once."""
+    settings' sigma, sensitivity and protected at each position under D' (and under D: sigma_d,
+    sensitivity_d, protected_d), and the realised logit shift between D and D' (`logit_shift`)
+    beside the larger of the claimed Delta_t under D and D' (premise_sensitivity). A variant
+    scores every candidate or the sorted indices subsets[variant]; every candidate is forwarded
+    once."""
     out_docs, in_docs = neighbours(canary, relation)
     prompts = [pad_prompt_ids(tokenizer, canary, docs, template) for docs in (in_docs, out_docs)]
     pad, counter = _pad_id(tokenizer), counter if counter is not None else ForwardCounter()
     pair = prefill(model, prompts, pad, counter)
-    records = ("sigma", "sensitivity", "protected", "premise_sensitivity", "shift",
+    records = ("sigma", "sensitivity", "protected", "sigma_d", "sensitivity_d", "protected_d",
+               "premise_sensitivity", "shift",
                "logp_in_low", "logp_in_high", "logp_out_low", "logp_out_high")  # fmt: skip
     results = {name: Scores(steps={r: [] for r in records}) for name in variants}
     for part in chunks(len(candidates), 2, batch_rows):
@@ -364,9 +366,10 @@ def pad_scores(
                 bounds += law_bounds(law.double().cpu().numpy(), targets,
                                      sigma.double().cpu().numpy(), temperature)  # fmt: skip
             claimed_rows = _rows([claimed], laws[0].device, owners)
-            claimed_steps = noise_std(laws[0], positions, claimed_rows)
-            either = torch.maximum(claimed_steps[1], noise_std(laws[1], positions, claimed_rows)[1])
-            values = dict(zip(records, [*(v.double().cpu().numpy() for v in claimed_steps),
+            claimed_steps = [noise_std(law, positions, claimed_rows) for law in laws]
+            either = torch.maximum(claimed_steps[0][1], claimed_steps[1][1])
+            values = dict(zip(records, [*(v.double().cpu().numpy() for v in claimed_steps[0]),
+                                        *(v.double().cpu().numpy() for v in claimed_steps[1]),
                                         either.double().cpu().numpy(),
                                         logit_shift(*laws).cpu().numpy(), *bounds],
                               strict=True))  # fmt: skip

@@ -9,7 +9,8 @@ A `Claim` states the guarantee a variant asserts (a broken control asserts its c
   accountant gives its own, and the claim is the largest over the audited outputs under the
   tightest accountant (the privacy-loss distribution of the composed Gaussian), twice: over
   every step (nominal_epsilon, privleak's all-steps epsilon) and over the protected steps only
-  (nominal_relaxed, the paper's gamma-relaxed guarantee, audited on the losses of those steps).
+  (nominal_relaxed, the paper's gamma-relaxed guarantee, audited on the losses of those steps),
+  each on the accounts PAD gives when it runs on D' and on D (`pad_claim`).
 
 Audited (each a lower bound on the true quantity over the audited pairs):
 - audited_token: the largest exact worst-case token loss (`pairs` worst) over every prefix the
@@ -151,9 +152,55 @@ def _steps_mu(frame: pd.DataFrame, protected_only: bool) -> float:
     return max(mus)
 
 
+SIDES = {"D'": ("sigma", "sensitivity", "protected"),
+         "D": ("sigma_d", "sensitivity_d", "protected_d")}  # fmt: skip
+"""PAD's account of each audited output when it runs on D' (canary in) and on D: the step
+columns of `pairs.pad_pairs`."""
+
+
+def _on_side(frame: pd.DataFrame, side: str) -> pd.DataFrame:
+    """The frame with sigma, sensitivity and protected read from `side`'s columns."""
+    sigma, sensitivity, protected = SIDES[side]
+    return frame.assign(sigma=frame[sigma], sensitivity=frame[sensitivity],
+                        protected=frame[protected])  # fmt: skip
+
+
+def _largest(values) -> float:
+    """max of the values, NaN when any is NaN (an accountant that could not represent a side)."""
+    values = list(values)
+    return math.nan if any(math.isnan(v) for v in values) else max(values)
+
+
+def pad_claim(frame: pd.DataFrame, delta: float) -> tuple[dict[str, float], pd.DataFrame]:
+    """(PAD's claims and the γ-relaxed event bound, the rows kept at the protected steps of the
+    side reported) on each neighbour's own account: PAD run on D' reports the columns sigma,
+    sensitivity and protected, run on D the columns sigma_d, sensitivity_d and protected_d
+    (when present). A loss is a violation only beyond both accounts:
+    - all steps (nominal_rdp, nominal_pld): the same whole-response loss is audited against
+      both, so the claim is the larger account (NaN when either side's is);
+    - γ-relaxed (the paper's guarantee): each side's claim against the event bound on its own
+      protected steps; the side with the larger slack nominal_relaxed - event_relaxed_low is
+      reported (relaxed_side, its nominal_relaxed, nominal_relaxed_rdp, nominal_relaxed_prv,
+      nominal_paper and event_relaxed_low), so a negative slack holds under both."""
+    sides = [side for side, columns in SIDES.items() if columns[0] in frame]
+    accounts, kept, events = {}, {}, {}
+    for side in sides:
+        own = _on_side(frame, side)
+        accounts[side] = pad_nominal(own, delta)
+        kept[side] = protected_steps(own)
+        events[side] = event_epsilon(kept[side], delta)
+    best = max(sides, key=lambda side: accounts[side]["nominal_relaxed"] - events[side])
+    out = {key: _largest(accounts[side][key] for side in sides)
+           for key in ("nominal_rdp", "nominal_pld")}  # fmt: skip
+    relaxed = ("nominal_relaxed", "nominal_relaxed_rdp", "nominal_relaxed_prv", "nominal_paper")
+    out |= {key: accounts[best][key] for key in relaxed}
+    return out | {"relaxed_side": best, "event_relaxed_low": events[best]}, kept[best]
+
+
 def pad_nominal(frame: pd.DataFrame, delta: float) -> dict[str, float]:
     """What PAD claims for its audited outputs (rows with the claimed sigma, sensitivity and
-    protected per step), each the largest over rows (`gaussian_mu` composes a response's steps):
+    protected per step, one neighbour's account: `pad_claim`), each the largest over rows
+    (`gaussian_mu` composes a response's steps):
     - the gamma-relaxed epsilon (protected steps only, the paper's guarantee) under the
       privacy-loss distribution (nominal_relaxed), RDP with alpha optimised and PRV beside it,
       and the paper's own report, RDP at alpha 10 (nominal_paper);
@@ -178,7 +225,7 @@ def pad_nominal(frame: pd.DataFrame, delta: float) -> dict[str, float]:
 
 def protected_steps(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows with logp_in and logp_out (and their bounds) kept at the protected steps only
-    (the gamma-relaxed claim's steps; screening as the claimed mechanism decides it under D')."""
+    (the gamma-relaxed claim's steps, as the frame's `protected` column marks them)."""
 
     def keep(values, flags):
         return [v for v, f in zip(values, flags, strict=True) if f > 0.5]
@@ -235,7 +282,8 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
     }
     epsilon = claim.epsilon
     if claim.epsilon is None and claim.delta > 0:  # PAD: each output's accountant
-        row |= pad_nominal(frame, claim.delta) | premise(frame)
+        claimed, relaxed = pad_claim(frame, claim.delta)
+        row |= claimed | premise(frame)
         epsilon = row["nominal_pld"]
     row["nominal_epsilon"] = epsilon
     # PAD's law is integrated for the paper's Gaussian; its samples come from the implementation's
@@ -264,9 +312,7 @@ def _group(frame: pd.DataFrame, claim: Claim, alpha: float) -> dict:
             row |= {"hs_estimate": hockey.estimate, "hs_low": hockey.low, "hs_high": hockey.high}
             if hockey.low > claim.delta:
                 flags.append("hockey-stick")
-    if "nominal_relaxed" in row:  # PAD's own claim: the protected steps only
-        relaxed = protected_steps(frame)
-        row["event_relaxed_low"] = event_epsilon(relaxed, claim.delta)
+    if "nominal_relaxed" in row:  # PAD's own claim: the protected steps only (`pad_claim`)
         if _exceeds(row["event_relaxed_low"], row["nominal_relaxed"]):
             flags.append("event (γ-relaxed)")
         if not bounded:

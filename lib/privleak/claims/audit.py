@@ -66,8 +66,9 @@ def response_slack(rows: pd.DataFrame, claimed: pd.DataFrame, alpha: float) -> E
     note = (
         "nominal γ-relaxed ε by accountant: "
         + "; ".join(f"{name} {value:.4g}" for name, value in accountants.items())
-        + f" (all steps, privacy-loss distribution: {row['nominal_epsilon']:.4g}); audited "
-        f"lower bound {audited:.4g}, above "
+        + f" (all steps, privacy-loss distribution: {row['nominal_epsilon']:.4g}); each on "
+        f"PAD's own account under D and under D', the γ-relaxed one reported under "
+        f"{row['relaxed_side']} (its larger slack); audited lower bound {audited:.4g}, above "
         + (" and ".join(exceeded) if exceeded else "none of them")
         + f"; PAD's premise (the logit shift between D and D' <= Δ_t) fails at "
         f"{row['premise_violated']:.0%} of {row['premise_steps']:.0f} protected steps (median "

@@ -61,8 +61,9 @@ SPECS = (
         where="Abstract; §3.5, Eq. 9",
         effect="PAD's nominal γ-relaxed ε at ε_base = {epsilon:g} (its protected steps composed "
         "into one Gaussian under the privacy-loss distribution, the largest over the audited "
-        "outputs) minus the audited lower bound on those steps (white-box: events and sampled "
-        "outputs; context D vs D with one document replaced by the canary's)",
+        "outputs, each the larger of its accounts under D and D') minus the audited lower bound "
+        "on those steps (white-box: the event bound from certified token probabilities; context "
+        "D vs D with one document replaced by the canary's)",
         direction="+",
         unit="canaries",
         note="an audit's lower bound can contradict a guarantee, never confirm it: the interval "
@@ -228,7 +229,8 @@ SPECS = (
         "official code's α = {alpha:g} see figures/s2/s2_fig6a_data)",
         direction="-",
         unit="PAD responses",
-        note=S2_NOMINAL,
+        note=S2_NOMINAL + "; with α optimised, ε/L falls with L by the accountant's arithmetic "
+        "(the conversion term ln(1/δ)/(α-1) is paid once per response), whatever the responses",
     ),
     # ---- S3: domain privacy
     Spec(
