@@ -155,7 +155,7 @@ def _steps_mu(frame: pd.DataFrame, protected_only: bool) -> float:
 SIDES = {"D'": ("sigma", "sensitivity", "protected"),
          "D": ("sigma_d", "sensitivity_d", "protected_d")}  # fmt: skip
 """PAD's account of each audited output when it runs on D' (canary in) and on D: the step
-columns of `pairs.pad_pairs`."""
+columns of `pairs.pad_scores`."""
 
 
 def _on_side(frame: pd.DataFrame, side: str) -> pd.DataFrame:
