@@ -49,7 +49,7 @@ from privleak.claims import (
     s4,
 )
 from privleak.claims import mia as mia_claims
-from privleak.claims.registry import bootstrapper, evaluate
+from privleak.claims.registry import bootstrapper, evaluate, mark_fragile
 from privleak.pipeline import paths
 
 OUT = paths.FIGURES / "claims"
@@ -97,6 +97,7 @@ found = evaluate(
         *mia_claims.findings(frames["mia"], mia, claims, SEEDS),
     ]
 )
+found = mark_fragile(found, claims.get("fragile") or {})
 frame = claims_frame(found)
 counts(found)
 

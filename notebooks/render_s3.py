@@ -45,6 +45,7 @@ from privleak.figures import check_formats, outside_legend, save_figure, save_ta
 from privleak.lira import OVERALL, cell_counts, lira_success_table
 from privleak.pipeline import paths
 from privleak.policy_quality import corrected_rate_interval
+from privleak.training.train_log import dp_steps
 
 style()
 FIG = paths.FIGURES / "s3"
@@ -63,6 +64,7 @@ schedule_target = trained.loc[trained["kind"] == "schedule", "target"].iloc[0]
 TARGETS = [f"{domain} Only", "Public", "Pub+Redacted", "Private", "JFT", schedule_target]
 REDACTED = ("Pub+Redacted", "JFT", schedule_target)  # trained on redacted dialogs, in part
 log = trained[trained["without"].isna()]
+dp_steps_of = dp_steps(trained)
 runs = sorted(trained["run"].unique())
 samples = pd.read_parquet(S3 / "attack" / "samples.parquet")
 ppl = pd.read_parquet(S3 / "attack" / "ppl.parquet").set_index("model")["test_ppl"]
@@ -137,13 +139,17 @@ for policy in POLICIES:
             "test_ppl_max": float(run_ppl.max()),
             "epsilon": float(entries["epsilon"].max()),
             "relative_cost": float(entries["relative_cost"].mean()),
+            "dp_steps": [int(dp_steps_of[m]) for m in entries["model"]],
+            "epsilon_spent": entries["epsilon"].tolist(),
         }
         metrics_targets.setdefault(policy, {})[target] = summary | {
             "lira_success": rates,
             "domain_privacy": ratios,
         }
         row = {"policy": policy, "target": target, **summary}
-        row.pop("models")
+        for key in ("models", "dp_steps", "epsilon_spent"):
+            row.pop(key)
+        row |= {"dp_steps_min": min(summary["dp_steps"]), "dp_steps_max": max(summary["dp_steps"])}
         row["train_masked_share"] = masked_share[policy] if target in REDACTED else 0.0
         row |= {"nonempty": rates[OVERALL]["nonempty"], "samples": len(drawn)}
         row["official_rate"] = rates[OVERALL]["official_rate"]
@@ -175,10 +181,19 @@ for policy in POLICIES:
 table = pd.DataFrame(rows)
 table[["policy", "target", "test_ppl", "lira_success", "lira_low", "lira_high", "nonempty"]]
 
+
+def dp_range(target: str) -> str:
+    """The target's DP steps over runs and policies, e.g. "25-35"."""
+    counts = dp_steps_of[log.loc[log["target"] == target, "model"]]
+    return f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
+
+
 epsilons = ", ".join(
-    f"{target} {log.loc[log['target'] == target, 'epsilon'].max():.2f}"
+    f"{target} {log.loc[log['target'] == target, 'epsilon'].max():.2f} over {dp_range(target)} "
+    "DP steps"
     for target in ("Private", "JFT", schedule_target)
 )
+shares = ", ".join(f"{policy} {masked_share[policy]:.1%}" for policy in POLICIES)
 
 # %% [markdown]
 # ## Fig. 1: LiRa success rate vs test perplexity
@@ -235,7 +250,7 @@ title = (
     f"prompts; lower is better on both axes; 2x: double training cost). {level} bootstrap "
     f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes). "
     f"Epsilon spent: {epsilons} (JFT and the schedule: selective DP, relative to the policy). "
-    f"{LABELS['classifier']}; {LABELS['keyword']}."
+    f"Train words masked: {shares}. {LABELS['classifier']}; {LABELS['keyword']}."
 )
 fig.suptitle("\n".join(textwrap.wrap(title, 120)))
 save_figure(fig, FIG / "s3_fig1", FORMATS)
@@ -271,7 +286,7 @@ columns += [
         "domain_privacy_bound",
     )  # fmt: skip
 ]
-columns += ["epsilon", "relative_cost", "train_masked_share"]
+columns += ["epsilon", "dp_steps_min", "dp_steps_max", "relative_cost", "train_masked_share"]
 save_table(
     table[columns + [c for c in table.columns if c not in columns]],
     FIG / "s3_table1",
@@ -291,6 +306,7 @@ save_table(
     "Redaction Schedule's are selective DP, relative to the policy (what it missed was trained "
     "on without noise); the schedule's is spent over its DP steps, its noise set as if every "
     "step were DP, as the official code sets it. relative_cost: training tokens / Public's; "
+    "dp_steps_min/max: the DP-AdamW steps of a run, the fewest and most over runs; "
     "train_masked_share: the share of train words the policy masked. "
     f"{LABELS['classifier']}; {LABELS['keyword']}.",
 )
@@ -315,6 +331,8 @@ def finite(value):
     """JSON-safe: NaN and infinities become null."""
     if isinstance(value, dict):
         return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
     if isinstance(value, float | np.floating):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
@@ -343,6 +361,7 @@ metrics = {
     "prompts": int(samples["prompt_id"].nunique()),
     "samples_per_prompt": int(samples["sample"].max() + 1),
     "train_masked_share": masked_share,
+    **{f"{policy}_masked_share": masked_share[policy] for policy in POLICIES},
     "targets": metrics_targets,
     "references": reference_rates,
 }

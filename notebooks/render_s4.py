@@ -12,8 +12,11 @@
 # - Voters: accuracy at the first epsilon against the number of voting documents (top-k DP
 #   thresholds at each k of the sweep) on the questions whose disease holds enough documents:
 #   the paper's "at least 100 documents" sentence, measured.
+# - Accuracy against epsilon by bucket: the Fig. 6 questions at every epsilon of the budget.
+# - The published layout (no answer prefix, 70 new tokens) under our accuracy rule and the
+#   published one (the name as written, case-sensitive), on a few Fig. 6 questions per bucket.
 # - Theta: accuracy and fluency (mean log-prob per token under the public stream; not a paper
-#   quantity) against the public weight theta, at every epsilon, on the same questions.
+#   quantity) against the public weight theta, at the first epsilon, on the same questions.
 # - The response table at the first epsilon (the paper's ~5), the accountant summary, and the
 #   planted facts: reproduced verbatim or not, and their exact log-probability under each decoder.
 
@@ -60,7 +63,8 @@ sample_scores = pd.read_parquet(S4 / "retrieve" / "density_scores.parquet")["sco
 responses = pd.read_parquet(S4 / "generate" / "responses.parquet")
 planted = pd.read_parquet(S4 / "generate" / "planted.parquet")
 budgets = pd.read_parquet(S4 / "generate" / "budgets.parquet")
-first_epsilon = float(budgets["epsilon"].iloc[0])
+main_budgets = budgets[budgets["layout"] == "main"]
+first_epsilon = float(main_budgets["epsilon"].iloc[0])
 sensitivity = int(budgets["sensitivity_in_C"].iloc[0])
 LAW = "sensitivity C (every document above τ kept)" if sensitivity == 1 else "sensitivity 2C (cap)"
 corpus = pd.DataFrame(read_jsonl(S4 / "retrieve" / "medical.jsonl"))
@@ -223,6 +227,116 @@ metrics["accuracy"] = {
 per_bucket
 
 # %% [markdown]
+# ## Accuracy against epsilon, by bucket (the Fig. 6 questions at every epsilon)
+
+# %%
+dp_main = main[main["decoder"] == "dp_rag"]
+by_epsilon = (
+    dp_main.groupby(["epsilon", "bucket"], observed=False)[["accuracy", "disease"]]
+    .apply(bucket_rows)
+    .reset_index()
+)
+overall = dp_main.groupby("epsilon")[["accuracy", "disease"]].apply(bucket_rows).reset_index()
+by_epsilon = pd.concat([by_epsilon, overall.assign(bucket="all")], ignore_index=True)
+fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+for name, part in by_epsilon.groupby("bucket", sort=False, observed=True):
+    part = part.sort_values("epsilon")
+    ax.errorbar(
+        part["epsilon"],
+        part["accuracy"],
+        yerr=[part["accuracy"] - part["low"], part["high"] - part["accuracy"]],
+        marker="o",
+        capsize=3,
+        label=f"{name} ({int(part['questions'].max())} questions)",
+        linewidth=2.2 if name == "all" else 1.2,
+        color="black" if name == "all" else None,
+    )
+epsilons = sorted(dp_main["epsilon"].unique())
+ax.set_xscale("log")
+ax.set_xticks(epsilons)
+ax.set_xticklabels([f"{e:g}" for e in epsilons])
+ax.set_xlabel(
+    f"ε per response (δ = {budgets['delta'].iloc[0]:g}; each response charged "
+    f"{int(main_budgets['tokens'].iloc[0])} tokens)"
+)
+ax.set_ylabel("accuracy (names the disease)")
+ax.set_ylim(0, 1.05)
+ax.set_title(
+    f"S4: DP-RAG accuracy vs ε by bucket of disease frequency\n{LAW}; "
+    "Wilson 95 % intervals over questions"
+)
+outside_legend(fig, ax, title="documents of the disease", below=True)
+save_figure(fig, FIG / "s4_accuracy_by_epsilon", FORMATS)
+save_table(
+    by_epsilon,
+    FIG / "s4_accuracy_by_epsilon_data",
+    note="DP-RAG's Fig. 6 accuracy at every response budget ε of s4.budget.epsilons and "
+    "s4.sweeps.epsilons, per bucket "
+    "of disease frequency and over all Fig. 6 questions (bucket all), each with its Wilson 95 % "
+    "interval over questions; the same questions at every ε.",
+)
+metrics["accuracy_by_epsilon"] = {
+    f"{epsilon:g}": {
+        row["bucket"]: {key: float(row[key]) for key in ("accuracy", "low", "high")}
+        | {"questions": int(row["questions"])}
+        for _, row in part.iterrows()
+        if row["questions"]
+    }
+    for epsilon, part in by_epsilon.groupby("epsilon")
+}
+by_epsilon.pivot_table(index="bucket", columns="epsilon", values="accuracy", observed=False)
+
+# %% [markdown]
+# ## The published layout (no answer prefix, long answers) under both accuracy rules
+
+# %%
+long = asked[asked["sweep"] == "published"]
+published_table = (
+    long.assign(correct_published=long["correct_published"].astype(float))
+    .groupby(["epsilon", "bucket"], observed=True)
+    .agg(questions=("accuracy", "size"), accuracy=("accuracy", "mean"),
+         accuracy_published_rule=("correct_published", "mean"),
+         mean_new_tokens=("new_tokens", "mean"))
+    .reset_index()
+)  # fmt: skip
+long_budgets = budgets[budgets["layout"] == "published"]
+tokens = ", ".join(str(int(t)) for t in long_budgets["tokens"].unique())
+save_table(
+    published_table,
+    FIG / "s4_published_layout",
+    note=(
+        f"DP-RAG with the published evaluation's answer length and no answer prefix: each "
+        f"response charged {tokens} tokens, on the first Fig. 6 questions of each bucket "
+        "(s4.published.per_bucket); the prompt is ours (the question before each document; the "
+        "published code puts the document in the system message). accuracy: our rule (case, "
+        "spaces and punctuation ignored); accuracy_published_rule: the published one (the "
+        "disease's name, as written, is a substring of the response)."
+        if len(long_budgets)
+        else "Not run in this profile: s4.published.epsilons is empty (the 60-minute budget of "
+        "the embedded profile does not hold it; benchmarks/README.md)."
+    ),
+)
+main_rules = dp_main.assign(correct_published=dp_main["correct_published"].astype(float))
+metrics["accuracy_rules"] = {
+    f"{epsilon:g}": {
+        "ours": float(part["accuracy"].mean()),
+        "published": float(part["correct_published"].mean()),
+        "questions": len(part),
+    }
+    for epsilon, part in main_rules.groupby("epsilon")
+}
+metrics["published_layout"] = {
+    f"{epsilon:g}": {
+        "questions": len(part),
+        "accuracy": float(part["accuracy"].mean()),
+        "accuracy_published_rule": float(part["correct_published"].astype(float).mean()),
+        "mean_new_tokens": float(part["new_tokens"].mean()),
+    }
+    for epsilon, part in long.groupby("epsilon")
+}
+published_table
+
+# %% [markdown]
 # ## Accuracy against the number of voting documents (the "at least 100 documents" sentence)
 
 # %%
@@ -266,6 +380,7 @@ by_theta = asked[
     (asked["decoder"] == "dp_rag")
     & asked["question_id"].isin(swept)
     & asked["sweep"].isin(["main", "theta"])
+    & (asked["epsilon"] == first_epsilon)
 ]
 if len(by_theta):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
@@ -273,15 +388,14 @@ if len(by_theta):
                                 ["accuracy (names the disease)",
                                  "fluency (log-prob per token, public stream)"],
                                 strict=True):  # fmt: skip
-        sns.pointplot(data=by_theta, x="theta", y=column, hue="label", ax=ax, dodge=0.2,
-                      **BOOTSTRAP)  # fmt: skip
+        sns.pointplot(data=by_theta, x="theta", y=column, ax=ax, color="tab:blue", **BOOTSTRAP)
         ax.set_xlabel("θ (public stream weight)")
         ax.set_ylabel(name)
     axes[0].set_ylim(0, 1.05)
     fig.suptitle(
-        f"S4: accuracy and fluency vs θ, {LAW}\n{len(swept)} questions whose disease holds "
-        f"≥ {int(by_theta['frequency'].min())} documents; 95 % bootstrap CI (fluency is not a "
-        "paper quantity)"
+        f"S4: accuracy and fluency vs θ at ε = {first_epsilon:g}, {LAW}\n{len(swept)} "
+        f"questions whose disease holds ≥ {int(by_theta['frequency'].min())} documents; 95 % "
+        "bootstrap CI (fluency is not a paper quantity)"
     )
     save_figure(fig, FIG / "s4_theta", FORMATS)
 theta_table = by_theta.groupby(["epsilon", "theta"])[["accuracy", "fluency"]].mean().reset_index()

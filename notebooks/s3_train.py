@@ -51,7 +51,7 @@ train = {"epochs": 1, "batch_size": 8, "seq_len": 512, "learning_rate": 3e-3}
 dp = {
     "target_epsilon": 8.0,
     "delta": 1e-5,
-    "max_grad_norm": 1.0,
+    "max_grad_norm": 0.1,
     "batch_size": 8,
     "learning_rate": 3e-3,
 }

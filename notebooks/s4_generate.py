@@ -11,9 +11,14 @@
 # - by the non-private RAG (epsilon = inf): the exact top rag_k documents in one prompt, greedy.
 # (Planted questions: see Measured privacy below.)
 #
-# Two sweeps: theta (the public stream's weight) over `sweeps.thetas` at every epsilon, on the
-# questions whose disease holds at least `sweeps.thetas_min_documents` documents; the number of
-# voting documents (s4_retrieve's top-k thresholds) at the first epsilon.
+# Sweeps: the Fig. 6 questions at each of `sweeps.epsilons` too (accuracy against epsilon); at the
+# first epsilon, theta (the public stream's weight) over `sweeps.thetas`, on the questions whose
+# disease holds at least `sweeps.thetas_min_documents` documents, and the number of voting
+# documents (s4_retrieve's top-k thresholds).
+#
+# The published layout beside ours (`published`): the first `per_bucket` Fig. 6 questions of each
+# bucket answered with no answer prefix and up to `published.max_new_tokens` new tokens (the
+# published 70), each response charged all of them, at each of `published.epsilons`.
 #
 # Every answer opens with a public prefix, the same text in every stream (no privacy cost): a
 # disease question's is `generation.answer_prefix`, a planted fact's its own ("The serial
@@ -22,12 +27,13 @@
 # shorter responses").
 #
 # Accuracy (Fig. 6): the response names the question's disease (`privleak.data.medical.
-# names_disease`: case, spaces and punctuation ignored, spelling not). Fluency (not a paper
-# quantity): the response's mean log-prob per token under the public stream, the LM given the
-# question alone. Measured privacy: each planted fact (a serial number held by exactly one
-# document) is scored exactly under each decoder after the answer prefix: the sum over its tokens
-# of the decoder's own next-token log-probability (DP-ICL: the mixed distribution, from the
-# question's shared prefill; RAG: the LM's, and whether greedy emits it). The non-private RAG
+# names_disease`: case, spaces and punctuation ignored, spelling not); beside it the published
+# evaluation's rule (`correct_published`: the name as written is a substring, case-sensitive).
+# Fluency (not a paper quantity): the response's mean log-prob per token under the public stream,
+# the LM given the question alone. Measured privacy: each planted fact (a serial number held by
+# exactly one document) is scored exactly under each decoder after the answer prefix: the sum over
+# its tokens of the decoder's own next-token log-probability (DP-ICL: the mixed distribution, from
+# the question's shared prefill; RAG: the LM's, and whether greedy emits it). The non-private RAG
 # also answers it once (a response reproduces the fact when the serial appears verbatim); DP-RAG
 # draws no response for it, its exact log-probability being the measurement.
 
@@ -51,6 +57,8 @@ generation = {
 }
 thetas = [1.0]
 thetas_min_documents = 10
+epsilons = [1.0]  # the Fig. 6 questions also at these response budgets
+published = {"max_new_tokens": 8, "epsilons": [5.0], "per_bucket": 1}
 
 # %%
 import math
@@ -132,13 +140,21 @@ requests = [
     for qid, chosen in zip(main["question_id"], main["chosen"], strict=True)
     for spent in budgets
 ]
+swept_budgets = [
+    split_budget(e, budget["delta"], budget["retrieval_epsilon"], max_new) for e in epsilons
+]
 requests += [
-    ask(qid, ("theta",), chosen, spent, theta, sweep="theta")
+    ask(qid, ("main",), chosen, spent, dp_icl["theta"], sweep="main")
+    for qid, chosen, fig6 in zip(main["question_id"], main["chosen"], main["fig6"], strict=True)
+    if fig6
+    for spent in swept_budgets
+]
+requests += [
+    ask(qid, ("theta",), chosen, budgets[0], theta, sweep="theta")
     for qid, chosen in zip(questions["question_id"], questions["chosen"], strict=True)
     if qid in swept
     for theta in thetas
     if theta != dp_icl["theta"]
-    for spent in budgets
 ]
 requests += [
     ask(qid, ("voters", k), chosen, budgets[0], dp_icl["theta"], sweep="voters", voters=k)
@@ -161,6 +177,35 @@ print(f"DP-RAG: {len(requests)} responses or scored facts for {len(questions)} q
       f"{time.perf_counter() - started:.1f} s")  # fmt: skip
 rows = [{"decoder": "dp_rag", **labels, **answer}
         for (_, labels), answer in zip(requests, answers, strict=True)]  # fmt: skip
+# The published layout: no answer prefix, published["max_new_tokens"] new tokens, each response
+# charged all of them, on the first per_bucket Fig. 6 questions of each bucket.
+layout = main[main["fig6"]].groupby("bucket", sort=False).head(published["per_bucket"] or len(main))
+long_budgets = [
+    split_budget(e, budget["delta"], budget["retrieval_epsilon"], published["max_new_tokens"])
+    for e in published["epsilons"]
+]
+long_requests = [
+    (
+        Ask((qid, "published"), text_of[qid], tuple(documents[i] for i in chosen),
+            setting(spent, dp_icl["theta"])),
+        {"question_id": qid, "epsilon": spent.epsilon, "theta": dp_icl["theta"],
+         "sweep": "published"},
+    )
+    for qid, chosen in zip(layout["question_id"], layout["chosen"], strict=True)
+    for spent in long_budgets
+]  # fmt: skip
+if long_requests:
+    started = time.perf_counter()
+    answers = dp_rag_generate(
+        model, tokenizer, [r for r, _ in long_requests], seed=seed,
+        cache=store.cache("dp_rag_published", lm),
+        **common | {"max_new_tokens": published["max_new_tokens"]},
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    print(f"DP-RAG, published layout: {len(long_requests)} responses of up to "
+          f"{published['max_new_tokens']} tokens in {seconds:.1f} s")  # fmt: skip
+    rows += [{"decoder": "dp_rag", **labels, **answer}
+             for (_, labels), answer in zip(long_requests, answers, strict=True)]  # fmt: skip
 scored, rows = [r for r in rows if "tokens" not in r], [r for r in rows if "tokens" in r]
 keys = main["question_id"].tolist()
 started = time.perf_counter()
@@ -190,6 +235,13 @@ responses["correct"] = [
         responses["text"], responses["disease"], responses["kind"], strict=True
     )
 ]
+# the published evaluation's rule beside ours: the disease's name as written, case-sensitive
+responses["correct_published"] = [
+    disease in text if kind == "disease" else None
+    for text, disease, kind in zip(
+        responses["text"], responses["disease"], responses["kind"], strict=True
+    )
+]
 responses["reproduced"] = [
     fact.strip() in text if kind == "planted" else None
     for text, fact, kind in zip(
@@ -201,7 +253,9 @@ responses["fluency"] = [
     float(np.mean(values)) if isinstance(values, list) and values else math.nan
     for values in responses["public_logprobs"]
 ]
-responses["answer_prefix"] = responses["question_id"].map(prefix_of)
+responses["answer_prefix"] = (
+    responses["question_id"].map(prefix_of).where(responses["sweep"] != "published", "")
+)
 responses.groupby(["kind", "sweep", "decoder", "epsilon"])[["correct", "documents"]].agg(
     lambda x: x.astype(float).mean()
 )
@@ -250,6 +304,8 @@ facts.groupby(["decoder", "epsilon"])["log_prob"].describe()
 # %%
 responses.drop(columns=["fact"]).to_parquet(OUT / "responses.parquet", index=False)
 facts.to_parquet(OUT / "planted.parquet", index=False)
-pd.DataFrame([b.__dict__ for b in budgets]).assign(sensitivity_in_C=sensitivity).to_parquet(
-    OUT / "budgets.parquet", index=False
-)
+pd.DataFrame(
+    [b.__dict__ | {"layout": "main"} for b in budgets]
+    + [b.__dict__ | {"layout": "sweep"} for b in swept_budgets]
+    + [b.__dict__ | {"layout": "published"} for b in long_budgets]
+).assign(sensitivity_in_C=sensitivity).to_parquet(OUT / "budgets.parquet", index=False)

@@ -145,7 +145,8 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
          "log_prob": [-1.0, -2.0, -4.0, -6.0, -1.0, -2.0]}
     )  # fmt: skip
     frames = {"responses": pd.concat([main, voters]), "planted": planted}
-    accuracy, by_voters, censor = s4.findings(frames, BOOT)
+    accuracy, by_epsilon, by_voters, censor = s4.findings(frames, BOOT)
+    assert by_epsilon.missing == "a budget with at least two epsilons"
     assert accuracy.fields == {"epsilon": 5.0}
     assert accuracy.estimate.effect == pytest.approx(np.sqrt(13.5 / 17.5))  # ranks with ties
     gains, diseases, fields = s4.voters_gain(frames["responses"])
@@ -179,7 +180,23 @@ def test_s4_without_a_voters_sweep_is_missing_not_judged():
     )  # fmt: skip
     planted = pd.DataFrame(columns=["decoder", "epsilon", "question_id", "log_prob"])
     found = s4.findings({"responses": main, "planted": planted}, BOOT)
-    assert found[1].missing == "no voters sweep in this run"
+    assert found[2].missing == "no voters sweep in this run"
+
+
+def test_s4_accuracy_rises_with_epsilon_pairs_each_question_between_the_extreme_budgets():
+    rows = [
+        {"question_id": q, "kind": "disease", "decoder": "dp_rag", "epsilon": eps,
+         "sweep": "main", "voters": np.nan, "disease": "abcd"[q], "frequency": q,
+         "correct": correct}
+        for q, by_eps in enumerate([(0, 0, 1), (0, 1, 1), (1, 1, 1), (1, 0, 0)])
+        for eps, correct in zip((1.0, 5.0, 50.0), by_eps, strict=True)
+    ]  # fmt: skip
+    planted = pd.DataFrame(columns=["decoder", "epsilon", "question_id", "log_prob"])
+    found = s4.findings({"responses": pd.DataFrame(rows), "planted": planted}, BOOT)
+    by_epsilon = next(f for f in found if f.spec == "s4.accuracy_rises_with_epsilon")
+    assert by_epsilon.fields == {"low": 1.0, "high": 50.0}
+    # per question at 50 minus at 1: 1, 1, 0, -1 (the middle budget is not used)
+    assert by_epsilon.estimate.effect == pytest.approx(0.25)
 
 
 def test_per_token_cost_change_skips_short_responses_and_divides_by_length():

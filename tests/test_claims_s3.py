@@ -139,7 +139,16 @@ def test_findings_with_too_few_runs_say_so_on_every_claim():
         {"target": ["AIRLINE Only", "Public", "Private"] + ["Pub+Redacted", "JFT",
                     "Redaction Schedule"] * 2 + [None],
          "policy": [None] * 3 + ["keyword"] * 3 + ["classifier"] * 3 + [None], "run": 0,
-         "model": models, "without": [None] * 9 + ["X"]}
+         "model": models, "without": [None] * 9 + ["X"],
+         "kind": ["adamw", "adamw", "dp"] + ["adamw", "jft", "schedule"] * 2 + ["adamw"],
+         "after": [None] * 4 + ["prk", None, None, "prc", None, None],
+         "steps": [10, 38, 57, 38, 57, 150, 38, 57, 150, 30],
+         "dp_steps": [None] * 5 + [29, None, None, 31, None],
+         "epsilon": [None, None, 8.0, None, 8.0, 5.5, None, 8.0, 5.9, None]}
+    )  # fmt: skip
+    redaction = pd.DataFrame(
+        {"policy": ["keyword", "keyword", "classifier"], "words_masked": [1, 2, 30],
+         "words": [50, 50, 100]}
     )  # fmt: skip
     samples = pd.DataFrame(
         [{"model": m, "prompt_id": p, "empty": False, "nll_self": 1.0, "nll_without_X": 2.0,
@@ -148,10 +157,16 @@ def test_findings_with_too_few_runs_say_so_on_every_claim():
     )  # fmt: skip
     test_nll = pd.DataFrame({"model": models, "dialog": 0, "nll": 2.0, "tokens": 2.0})
     settings = {"n_boot": 100, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
-    found = s3.findings({"log": log, "samples": samples, "test_nll": test_nll}, BOOT, settings,
-                        domain="AIRLINE", seeds_rule="runs")  # fmt: skip
+    frames = {"log": log, "samples": samples, "test_nll": test_nll, "redaction": redaction}
+    found = s3.findings(frames, BOOT, settings, domain="AIRLINE", seeds_rule="runs")
     assert len(found) == 17 + 2 + 4  # success contrasts, Public's Ĉ per policy, perplexities
     assert {f.missing for f in found} == {"runs; the artifacts hold 1"}
+    # every verdict carries the DP steps, epsilon spent and masked shares it rests on
+    assert {f.note for f in found} == {
+        "training: Private 57 DP steps a run, epsilon 8.00; JFT 19 DP steps a run, epsilon 8.00; "
+        "Redaction Schedule 29-31 DP steps a run, epsilon 5.50-5.90; train words masked: "
+        "classifier 30.0%, keyword 3.0%"
+    }
     assert {claim(f).verdict for f in found} == {INCONCLUSIVE}
 
 

@@ -313,6 +313,7 @@ def _paper_params(
         "thetas_min_documents": 5,
     }
     s4["densities"] |= {"documents": 10, "draws": 200}
+    s4["published"] |= {"max_new_tokens": 6}  # the published layout, shortened
     s2 = params["s2"]["paper"]
     s2 |= {"lm": lms["opt"], "evaluator": lms["opt"], "embedder": "all-minilm-l6-v2"}
     for corpus, spec in s2["corpora"].items():  # the paper's `fields` mappings are kept
@@ -770,6 +771,7 @@ def _s3_paper_params(root: Path, params: dict) -> None:
     s3["classifier"]["fine_tune"] |= {"epochs": 1, "learning_rate": 1.0e-3, "max_windows": 200}
     s3["classifier"]["batch_size"] = 64
     s3["train"] |= {"epochs": 1, "batch_size": 8, "seq_len": 512, "learning_rate": 1.0e-3}
+    s3["schedule"] |= {"epochs": 2}  # twice Pub+Redacted's, as the paper profile trains
     s3["dp"] |= {"batch_size": 8, "learning_rate": 1.0e-3}
     s3["attack"] |= {"prompts": S3_PROMPTS, "samples": S3_SAMPLES, "max_new_tokens": 8,
                      "max_batch_streams": 2 * S3_SAMPLES, "batch_size": 8}  # fmt: skip

@@ -157,6 +157,16 @@ def test_a_word_takes_the_largest_probability_of_its_windows(windowed):
     assert windowed.flags(text, "AIRLINE") == [p > 0.5 for p in best]
 
 
+def test_windows_stay_within_one_utterance(windowed):
+    # "flight" ends the first line: on one line its windows would flag the next two words, but
+    # windows are drawn per utterance (line), as the official code draws its n-grams.
+    assert windowed.flags("the the flight the the the claim", "AIRLINE") == [1, 1, 1, 1, 1, 0, 0]
+    assert windowed.flags("the the flight\nthe the the claim", "AIRLINE") == [1, 1, 1, 0, 0, 0, 0]
+    # A line shorter than the window is one window: "the" shares it with "flight".
+    flags = windowed.flags("the the the\nthe flight\nthe the the", "AIRLINE")
+    assert flags == [0, 0, 0, 1, 1, 0, 0, 0]
+
+
 def test_a_text_shorter_than_the_window_is_one_window(windowed):
     assert windowed.flags("flight", "AIRLINE") == [True]
     assert windowed.flags("... !", "AIRLINE") == []

@@ -1,13 +1,13 @@
 """The results pages quote the committed run, and cannot drift from it.
 
-docs/results/s2.md and docs/results/audit.md write every number they quote in checked forms:
+docs/results/s2.md, s3.md, s4.md and audit.md write every number they quote in checked forms:
 - a claim: `` `<paper>.<id>`: <effect> [<low>, <high>], <verdict> `` against metrics/claims.json;
-- a tally: ``S2 claims: <n> rows: <r> reproduced, <c> contradicted, <i> inconclusive`` against
-  the s2.* claims of the same file;
+- a tally: ``S<k> claims: <n> rows: <r> reproduced, <c> contradicted, <i> inconclusive`` against
+  the s<k>.* claims of the same file;
 - a Table 1 cell: `` `<corpus>/<method>/<column>` = <value> `` against metrics/s2.json's table1
   (the committed copy of figures/s2/s2_table1);
 - any other metric: `` `<name>.json[<key>][<key>]...` = <value> `` against metrics/<name>.json
-  (s2.json, audit.json).
+  (s2.json, s3.json, s4.json, audit.json; an integer key indexes a list).
 Each value must equal the committed one, rounded to the decimals the page shows. The metrics files
 are committed with every run (`dvc.yaml`: cache false), so a fresh clone checks them too.
 """
@@ -15,23 +15,24 @@ are committed with every run (`dvc.yaml`: cache false), so a fresh clone checks 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("s2.md", "audit.md")
+PAGES = ("s2.md", "s3.md", "s4.md", "audit.md")
 CLAIM_ID = r"(?:s[0-4]|mia)\.[\w.=\-]+"
 NUMBER = r"[+\-−]?\d*\.?\d+(?:e[+\-]?\d+)?"
 CLAIM = re.compile(
     rf"`(?P<id>{CLAIM_ID})`:\s+(?P<effect>{NUMBER})\s+"
-    rf"\[(?P<low>{NUMBER}|-inf),\s+(?P<high>{NUMBER})\],\s+"
+    rf"\[(?P<low>{NUMBER}|-inf|nan),\s+(?P<high>{NUMBER}|nan)\],\s+"
     r"(?P<verdict>reproduced|contradicted|inconclusive)"
 )
 TALLY = re.compile(
-    r"S2 claims:\s+(?P<n>\d+)\s+rows:\s+(?P<r>\d+)\s+reproduced,\s+(?P<c>\d+)\s+contradicted,"
-    r"\s+(?P<i>\d+)\s+inconclusive"
+    r"S(?P<paper>\d) claims:\s+(?P<n>\d+)\s+rows:\s+(?P<r>\d+)\s+reproduced,"
+    r"\s+(?P<c>\d+)\s+contradicted,\s+(?P<i>\d+)\s+inconclusive"
 )
 CELL = re.compile(
     rf"`(?P<corpus>\w+)/(?P<method>[\w.]+)/(?P<column>\w+)`\s+=\s+(?P<value>{NUMBER})"
@@ -50,8 +51,12 @@ def _decimals(text: str) -> int:
 
 
 def _matches(written: str, actual: float) -> bool:
+    """A bound the run does not have (null in claims.json) reads -inf as a lower bound, or nan
+    where the claim has no interval at all."""
     if written == "-inf":
         return actual == float("-inf")
+    if written == "nan":
+        return math.isnan(actual)
     return round(actual, _decimals(written)) == pytest.approx(_value(written), abs=1e-12)
 
 
@@ -91,7 +96,8 @@ def test_every_quoted_claim_is_the_committed_runs(page, claims):
     wrong = []
     for m in CLAIM.finditer(page):
         row = claims[m["id"]]
-        low, high = (float("-inf") if v is None else v for v in row["ci"])
+        none = float("nan") if row["ci"] == [None, None] else float("-inf")
+        low, high = (none if v is None else v for v in row["ci"])
         checks = [
             _matches(m["effect"], row["effect"]),
             _matches(m["low"], low),
@@ -105,8 +111,8 @@ def test_every_quoted_claim_is_the_committed_runs(page, claims):
 
 
 def test_the_tally_is_the_committed_runs(page, claims):
-    verdicts = [c["verdict"] for i, c in claims.items() if i.startswith("s2.")]
     for m in TALLY.finditer(page):
+        verdicts = [c["verdict"] for i, c in claims.items() if i.startswith(f"s{m['paper']}.")]
         assert int(m["n"]) == len(verdicts)
         assert (int(m["r"]), int(m["c"]), int(m["i"])) == tuple(
             verdicts.count(v) for v in ("reproduced", "contradicted", "inconclusive")
@@ -124,5 +130,5 @@ def test_every_quoted_metric_is_the_committed_runs(page):
     for m in METRIC.finditer(page):
         value = json.loads((ROOT / "metrics" / f"{m['file']}.json").read_text())
         for key in re.findall(r"\[([^\]]+)\]", m["keys"]):
-            value = value[key]
+            value = value[int(key)] if isinstance(value, list) else value[key]
         assert value is not None and _matches(m["value"], value), f"{m[0]}: the run has {value}"

@@ -13,6 +13,7 @@ from privleak.training.targets import (
     fit_target,
     last_finite,
     optimiser_settings,
+    schedule_settings,
     target_plans,
 )
 from tests.conftest import tiny_llama
@@ -30,6 +31,46 @@ def test_dp_takes_dp_batches_and_learning_rate_and_trains_epochs_and_seq_len():
     assert adamw == TRAIN
     assert private == {"target_epsilon": 8.0, "delta": 1e-5, "max_grad_norm": 1.0, "epochs": 1,
                        "batch_size": 4, "seq_len": 8, "learning_rate": 5e-3}  # fmt: skip
+
+
+def run0_plans_and_settings(adamw: dict, private: dict) -> tuple[dict, dict]:
+    """Run 0's plans by model name, and fit_target's settings on the tiny Llama."""
+    plans = {
+        p["model"]: p
+        for p in target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)
+    }
+    settings = dict(
+        load=lambda: tiny_llama(vocab_size=16, window=16), original=ORIGINAL, pad_id=0, seed=0,
+        adamw=adamw, private=private, schedule={"name": "linear"},
+    )  # fmt: skip
+    return plans, settings
+
+
+def test_dp_epochs_are_the_private_targets_own_and_jft_trains_its_redacted_phases_epochs():
+    adamw, private = optimiser_settings(TRAIN, DP | {"epochs": 3})
+    assert private["epochs"] == 3 and adamw["epochs"] == 1
+    plans, settings = run0_plans_and_settings(adamw, private)
+    # 3 dialogs at an expected batch of 4: one Poisson step an epoch
+    assert fit_target(plans["private"], **settings)["row"]["steps"] == 3
+    jft = fit_target(plans["jft-keyword"], **settings)["row"]["steps"]
+    assert jft == 2 + 1  # the redacted phase's 2 AdamW steps, then 1 epoch of DP
+
+
+def test_the_schedule_takes_its_own_epochs_and_one_batch_size_for_both_kinds_of_step():
+    adamw, private = optimiser_settings(TRAIN, DP)
+    own_adamw, own_private = schedule_settings(
+        adamw, private, {"name": "linear", "epochs": 3, "batch_size": 1}
+    )
+    assert own_adamw == TRAIN | {"epochs": 3, "batch_size": 1}
+    assert own_private == private | {"batch_size": 1}
+    assert schedule_settings(adamw, private, {"name": "linear"}) == (adamw, private)
+    plan = target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)[5]
+    fitted = fit_target(
+        plan, lambda: tiny_llama(vocab_size=16, window=16), ORIGINAL, pad_id=0, seed=0,
+        adamw=adamw, private=private,
+        schedule={"name": "linear", "draw": "batch", "epochs": 3, "batch_size": 1},
+    )  # fmt: skip
+    assert fitted["row"]["steps"] == 9  # 3 epochs x 3 one-dialog batches
 
 
 def test_plans_list_targets_then_references_then_further_runs_of_targets_only():
@@ -125,15 +166,7 @@ def test_a_batch_draw_schedule_fit_logs_its_epsilon_and_dp_steps():
 
 
 def test_jft_from_its_first_phase_equals_jft_from_scratch():
-    adamw, private = optimiser_settings(TRAIN, DP)
-    plans = {
-        p["model"]: p
-        for p in target_plans(ORIGINAL, REDACTED, OF_DOMAIN, domain="A", leaked=[], seeds=1)
-    }
-    settings = dict(
-        load=lambda: tiny_llama(vocab_size=16, window=16), original=ORIGINAL, pad_id=0, seed=0,
-        adamw=adamw, private=private, schedule={"name": "linear"},
-    )  # fmt: skip
+    plans, settings = run0_plans_and_settings(*optimiser_settings(TRAIN, DP))
     first = fit_target(plans["pub_redacted-keyword"], **settings)
     reused = fit_target(plans["jft-keyword"], first_phase=first, **settings)
     scratch = fit_target(plans["jft-keyword"], **settings)

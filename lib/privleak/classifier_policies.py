@@ -42,7 +42,7 @@ Embed = Callable[[list[str]], np.ndarray]
 
 def _windows(spans: list[tuple[int, int]], window: int, stride: int) -> list[tuple[int, int]]:
     """Word ranges [a, b) of width `window` every `stride` words; the last one ends at the
-    last word, so every word lies in at least one window. A shorter text is one window."""
+    last word, so every word lies in at least one window. A shorter run is one window."""
     if not spans:
         return []
     last = max(len(spans) - window, 0)
@@ -52,11 +52,30 @@ def _windows(spans: list[tuple[int, int]], window: int, stride: int) -> list[tup
     return [(a, min(a + window, len(spans))) for a in starts]
 
 
+def _utterance_windows(
+    text: str, spans: list[tuple[int, int]], window: int, stride: int
+) -> list[tuple[int, int]]:
+    """`_windows` within each utterance (line) of text, as word ranges [a, b) of the whole text:
+    no window crosses a line break, and an utterance shorter than `window` words is one window,
+    as the official code draws its n-grams per utterance (`min(n, len(utterance))`)."""
+    breaks = [i for i, char in enumerate(text) if char == "\n"]
+    line_of = np.searchsorted(breaks, [start for start, _ in spans])
+    ranges, first = [], 0
+    for end in [*(int(i) + 1 for i in np.flatnonzero(np.diff(line_of))), len(spans)]:
+        ranges += [(first + a, first + b) for a, b in _windows(spans[first:end], window, stride)]
+        first = end
+    return ranges
+
+
 def _cut(texts: Sequence[str], window: int, stride: int) -> tuple[list, list, list[str]]:
-    """Per text its word spans and window word ranges, and the text of every window (all
-    texts' windows in order: the slice of the text from the window's first to last word)."""
+    """Per text its word spans and window word ranges (per utterance: `_utterance_windows`),
+    and the text of every window (all texts' windows in order: the slice of the text from the
+    window's first to last word)."""
     spans = [word_spans(text) for text in texts]
-    windows = [_windows(s, window, stride) for s in spans]
+    windows = [
+        _utterance_windows(text, s, window, stride) if s else []
+        for text, s in zip(texts, spans, strict=True)
+    ]
     chunks = [
         text[s[a][0] : s[b - 1][1]]
         for text, s, ranges in zip(texts, spans, windows, strict=True)
@@ -348,12 +367,18 @@ class SequenceClassifierPolicy(_WindowClassifier):
     RoBERTa in the paper) over word windows, its labels (config.id2label, in id order) being
     `classes`: the domains and, optionally, NONE (public text). Flags as ClassifierPolicy does:
     a word is flagged for d when the largest probability of d over the windows containing it
-    exceeds `threshold`. The official code redacts every word of each 16-word window whose
-    probability reaches 0.96: the same rule, up to > for >=.
+    exceeds `threshold`. The official code replaces each 16-word window whose probability
+    reaches 0.96 (> here for >=) with masks.
 
-    Where windows differ: the official code takes every run of 16 whitespace-separated tokens
-    of each utterance; here a window is `window` words (`\\w+` matches), a new one every
-    `stride` words, over the whole text, because flags must map back to the words of any text.
+    Windows are drawn per utterance (line) as the official code draws them: every run of
+    `window` words within one utterance (a new one every `stride` words), an utterance shorter
+    than that being one window. Where they differ: a word here is a `\\w+` match (the official
+    code splits at whitespace), so flags map back to the words of any text, and our dialogs'
+    utterances keep their speaker label ("USER:", "AGENT:"); a word is flagged for the domain
+    asked (redaction asks the dialog's own), where the official HFClassifierRedaction masks a
+    window confident for any class; every flagged window's words are masked (their union), where
+    the official code replaces flagged windows one after another in the text, so a window that
+    overlaps one already replaced no longer matches and stays.
     The NONE class is ours as well: the official classifier knows only the private domains.
     Inference runs under torch.no_grad on `device`, `batch_size` distinct windows a forward
     pass."""

@@ -338,6 +338,19 @@ SPECS = (
         "question's disease, varied through the threshold's k; Fig. 6 varies the corpus instead",
     ),
     Spec(
+        id="s4.accuracy_rises_with_epsilon",
+        paper=S4,
+        quote="In this formula, the larger the epsilon (privacy loss), or the smaller the "
+        "clipping C the closer we are to the most likely token.",
+        where="DP in-context learning (the token law under Fig. 5)",
+        effect="per Fig. 6 question, DP-RAG naming the disease at response budget epsilon = "
+        "{high:g} minus at epsilon = {low:g}",
+        direction="+",
+        unit="diseases (their drawn patients' symptom questions resampled together)",
+        note="accuracy stands in for 'closer to the most likely token': the LM given the retrieved "
+        "documents names the disease when it is their most likely answer",
+    ),
+    Spec(
         id="s4.censors_individual_knowledge",
         paper=S4,
         quote="Because DP-RAG protects privacy by making sure a result does not depend on one PU, "

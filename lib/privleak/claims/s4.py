@@ -2,8 +2,8 @@
 voting documents, and its censoring of one-document facts. Accuracy is measured on symptom
 questions (one per drawn patient) and resampled by disease, since a disease's patients ask the
 same question over the same scores; planted facts are resampled one by one. Accuracy against
-frequency is judged at every response budget of s4.budget.epsilons, against voters at the
-first."""
+frequency is judged at every response budget of s4.budget.epsilons and s4.sweeps.epsilons,
+against epsilon between the smallest and the largest, against voters at the first."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from privleak.claims.registry import Finding
+from privleak.claims.registry import NONE, Finding
 from privleak.claims.stats import Estimate, spearman
 
 Boot = Callable[..., Estimate]
@@ -76,6 +76,31 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
         )
         for epsilon, group in asked.groupby("epsilon")
     ]
+    if asked["epsilon"].nunique() >= 2:
+        low, high = asked["epsilon"].min(), asked["epsilon"].max()
+        table = asked.pivot_table(index=["question_id", "disease"], columns="epsilon",
+                                  values="correct", aggfunc="first").astype(float)  # fmt: skip
+        table = table[[low, high]].dropna()  # the questions answered at both budgets
+        found.append(
+            Finding(
+                "s4.accuracy_rises_with_epsilon",
+                boot(
+                    (table[high] - table[low]).to_numpy(),
+                    np.mean,
+                    groups=table.index.get_level_values("disease").to_numpy(),
+                ),
+                {"low": low, "high": high},
+            )
+        )
+    else:
+        found.append(
+            Finding(
+                "s4.accuracy_rises_with_epsilon",
+                NONE,
+                {"low": math.nan, "high": math.nan},
+                missing="a budget with at least two epsilons",
+            )
+        )
     gains, diseases, fields = voters_gain(responses)
     found.append(
         Finding(

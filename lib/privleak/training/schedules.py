@@ -14,9 +14,10 @@ DP, like JFT's second phase. Two draw units, param `schedule.draw`:
   only the DP steps, each a Poisson-subsampled Gaussian mechanism at the DP batch's rate, so the
   epsilon spent (reported) is below the target. Plain steps read redacted text only and are not
   charged: the guarantee is selective, relative to the policy, as JFT's is (a sensitive word the
-  policy missed is trained on without noise). One deviation: the plain steps take `train`'s
-  batch size and learning rate and the DP steps `dp`'s (Poisson batches), where the official
-  code uses one batch size and learning rate for both.
+  policy missed is trained on without noise). The plain steps take the batch size and learning
+  rate the caller passes and the DP steps `private`'s (Poisson batches); S3 passes one batch
+  size for both (`training.targets.schedule_settings`), as the official code trains, and the
+  learning rates of `train` and `dp`, where the official code uses one.
 - "document" (a deviation kept for comparison, `schedule_finetune`): every step is a plain AdamW
   step on a batch of documents, each used redacted iff its own draw (a function of (seed, t, i))
   falls below p(t). No DP at all; the target is named apart.

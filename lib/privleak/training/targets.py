@@ -63,23 +63,34 @@ def optimiser_settings(train: dict, dp: dict) -> tuple[dict, dict]:
 
     Args:
         train: the `train` params (epochs, batch_size, seq_len, learning_rate).
-        dp: the `dp` params (target_epsilon, delta, max_grad_norm, batch_size, learning_rate).
+        dp: the `dp` params (target_epsilon, delta, max_grad_norm, batch_size, learning_rate,
+            optional epochs).
 
     Returns:
-        (adamw, private): DP takes `dp`'s batch size and learning rate and `train`'s epochs and
-        seq_len.
+        (adamw, private): DP takes `dp`'s batch size and learning rate, `train`'s seq_len, and
+        `dp`'s epochs when given, else `train`'s.
     """
     adamw = {key: train[key] for key in ("epochs", "batch_size", "seq_len", "learning_rate")}
     private = {
         "target_epsilon": dp["target_epsilon"],
         "delta": dp["delta"],
         "max_grad_norm": dp["max_grad_norm"],
-        "epochs": train["epochs"],
+        "epochs": dp.get("epochs") or train["epochs"],
         "batch_size": dp["batch_size"],
         "seq_len": train["seq_len"],
         "learning_rate": dp["learning_rate"],
     }
     return adamw, private
+
+
+def schedule_settings(adamw: dict, private: dict, schedule: dict) -> tuple[dict, dict]:
+    """The Redaction Schedule's (adamw, private) settings: `schedule.epochs` and
+    `schedule.batch_size`, where given, replace the plain steps' epochs and batch size, and the
+    batch size is the DP steps' expected Poisson batch too (the official code trains both kinds
+    of step at one batch size)."""
+    own = {key: schedule[key] for key in ("epochs", "batch_size") if schedule.get(key)}
+    private = private | ({"batch_size": own["batch_size"]} if "batch_size" in own else {})
+    return adamw | own, private
 
 
 def planned(model, target, kind, docs, policy=None, without=None, after=None) -> dict:
@@ -194,6 +205,7 @@ def _train(
             0,
         )
     if plan["kind"] == "schedule":
+        adamw, private = schedule_settings(adamw, private, schedule)
         settings = dict(
             pad_id=pad_id,
             seed=seed,
@@ -220,12 +232,15 @@ def _train(
             "mean_redacted_share": float(np.mean(result.plain)),
         }
         return result.losses, row, result.dp_seconds, result.dp_tokens
+    # JFT's DP phase trains as many epochs as its redacted phase, as the official runs do (2.5
+    # and 2.5); `dp.epochs` is the Private target's alone.
+    jft_private = private | {"epochs": adamw["epochs"]}
     if plan["kind"] == "dp":
         result = dp_finetune_causal_lm(model, plan["docs"], pad_id=pad_id, seed=seed, **private)
         first = []
     elif first_phase is not None:  # JFT from its first phase's weights
         model.load_state_dict(first_phase["state"])
-        result = dp_finetune_causal_lm(model, original, pad_id=pad_id, seed=seed, **private)
+        result = dp_finetune_causal_lm(model, original, pad_id=pad_id, seed=seed, **jft_private)
         first = list(first_phase["losses"])
     else:
         jft = jft_finetune(
@@ -235,7 +250,7 @@ def _train(
             pad_id=pad_id,
             seed=seed,
             redacted_phase=adamw,
-            private_phase=private,
+            private_phase=jft_private,
         )
         result, first = jft.private, jft.redacted_losses
     row |= {

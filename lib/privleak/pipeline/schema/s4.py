@@ -80,8 +80,16 @@ class S4Questions(Strict):  # Fig. 6: one symptom question per sampled patient
 class S4Sweeps(Strict):  # each on the questions whose disease holds >= *_min_documents documents
     voters: list_of(Annotated[int, COUNT], unique=True, empty=True)  # top-k voters at eps[0]
     voters_min_documents: Annotated[int, COUNT]
-    thetas: list_of(Annotated[float, NON_NEGATIVE], unique=True, empty=True)  # at every eps
+    thetas: list_of(Annotated[float, NON_NEGATIVE], unique=True, empty=True)  # at eps[0]
     thetas_min_documents: Annotated[int, COUNT]
+    # the Fig. 6 questions also answered at these response budgets (beside budget.epsilons)
+    epsilons: list_of(Annotated[float, POSITIVE], unique=True, empty=True) = []
+
+
+class S4Published(Strict):  # the published evaluation's layout: no answer prefix, long answers
+    max_new_tokens: Annotated[int, COUNT]  # the published 70; each response charged them all
+    epsilons: list_of(Annotated[float, POSITIVE], unique=True, empty=True)  # [] for no such run
+    per_bucket: Annotated[int | None, optional(COUNT)]  # of each bucket's Fig. 6 questions
 
 
 class S4Densities(Strict):  # F4/F5: the threshold densities over one query's scores
@@ -103,6 +111,7 @@ class S4(Strict):
     generation: S4Generation
     questions: S4Questions
     sweeps: S4Sweeps
+    published: S4Published
     densities: S4Densities
 
     @model_validator(mode="after")
@@ -119,6 +128,20 @@ class S4(Strict):
                 "generation.max_batch_streams",
                 value=gen.max_batch_streams,
             )
+        for name, epsilons in (("published", self.published.epsilons),
+                               ("sweeps", self.sweeps.epsilons)):  # fmt: skip
+            too_small = [e for e in epsilons if e <= self.budget.retrieval_epsilon]
+            if too_small:
+                raise fail(
+                    f"must be > budget.retrieval_epsilon ({self.budget.retrieval_epsilon}), so "
+                    "that the tokens get a share",
+                    f"{name}.epsilons",
+                    value=too_small,
+                )
+        again = sorted(set(self.sweeps.epsilons) & set(self.budget.epsilons))
+        if again:
+            raise fail("must not repeat budget.epsilons (they are answered already)",
+                       "sweeps.epsilons", value=again)  # fmt: skip
         if self.corpus.n is not None and self.densities.documents > self.corpus.n:
             raise fail(f"must be <= corpus.n ({self.corpus.n})", "densities.documents",
                         value=self.densities.documents)  # fmt: skip
