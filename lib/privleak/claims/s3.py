@@ -36,6 +36,7 @@ from privleak.training.train_log import dp_steps
 
 Boot = Callable[..., Estimate]
 POLICIES = ("keyword", "classifier")
+BOOTSTRAP_KEYS = ("n_boot", "seed", "alpha", "min_units", "method")  # of the claims params
 REDACTED = ("Pub+Redacted", "JFT", "Redaction Schedule")  # trained on redacted data, in part
 
 
@@ -166,7 +167,7 @@ def domain_privacy_findings(samples, t: Targets, settings: Mapping, fill):
                     public["prompt_id"].tolist(),
                     reference["prompt_id"].tolist(),
                     lower_bound_if_reference_clean=True,
-                    **settings,
+                    **{key: settings[key] for key in BOOTSTRAP_KEYS},
                     **crossing,
                 ),
                 {**fill, "policy": policy, "domain_j": j},
