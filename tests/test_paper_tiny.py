@@ -586,9 +586,9 @@ def test_s4_asks_every_patient_with_both_decoders_at_every_epsilon(paper_root):
     assert (questions["chosen"].map(len) == questions["above"]).all()  # no cap: all above tau
     assert (questions["rag"].map(len) == 2).all()
     responses = pd.read_parquet(s4 / "generate" / "responses.parquet")
-    epsilons = yaml.safe_load((paper_root / "params.yaml").read_text())["s4"]["paper"]["budget"][
-        "epsilons"
-    ]
+    s4_params = yaml.safe_load((paper_root / "params.yaml").read_text())["s4"]["paper"]
+    # the budget's epsilons and the swept ones, every question at each
+    epsilons = s4_params["budget"]["epsilons"] + s4_params["sweeps"]["epsilons"]
     main = responses[responses["sweep"] == "main"]
     runs = main.groupby(["decoder", "epsilon"])["question_id"].agg(sorted)
     assert set(runs.index) == {("dp_rag", e) for e in epsilons} | {("rag", float("inf"))}
@@ -598,7 +598,11 @@ def test_s4_asks_every_patient_with_both_decoders_at_every_epsilon(paper_root):
     )
     assert (dp_rag["documents"] == dp_rag["chosen"].map(len)).all()
     assert (dp_rag["public_only"] == (dp_rag["documents"] == 0)).all()
-    assert responses["new_tokens"].between(1, 4).all()
+    assert main["new_tokens"].between(1, 4).all()
+    long = responses[responses["sweep"] == "published"]  # the published answer length, no prefix
+    assert set(long["epsilon"]) == set(s4_params["published"]["epsilons"])
+    assert len(long) == len(questions) * len(s4_params["published"]["epsilons"])
+    assert long["new_tokens"].between(1, 6).all() and (long["answer_prefix"] == "").all()
     swept = responses[responses["sweep"] == "voters"]
     assert set(swept["voters"]) == {2, 4} and (swept["frequency"] >= 5).all()
 

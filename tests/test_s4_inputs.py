@@ -200,6 +200,21 @@ PARAM_CASES = {
                         "sweeps.thetas[1] = 1.0: repeats an earlier item"),
     "thetas_min_documents_float": ("sweeps", "thetas_min_documents", 100.0,
                                    "sweeps.thetas_min_documents = 100.0: must be an integer >= 1"),
+    "swept_epsilon_at_the_threshold": (
+        "sweeps", "epsilons", [0.5],
+        "sweeps.epsilons = [0.5]: must be > budget.retrieval_epsilon (0.5), so that the tokens "
+        "get a share",
+    ),
+    "swept_epsilon_of_the_budget": (
+        "sweeps", "epsilons", [1.0, 20.0],
+        "sweeps.epsilons = [20.0]: must not repeat budget.epsilons (they are answered already)",
+    ),
+    "published_tokens_zero": ("published", "max_new_tokens", 0,
+                              "published.max_new_tokens = 0: must be an integer >= 1"),
+    "published_epsilon_negative": ("published", "epsilons", [-1.0],
+                                   "published.epsilons[0] = -1.0: must be a finite number > 0"),
+    "published_per_bucket_zero": ("published", "per_bucket", 0,
+                                  "published.per_bucket = 0: must be null or an integer >= 1"),
     "density_documents_above_corpus": ("densities", "documents", 2000,
                                        "densities.documents = 2000: must be <= corpus.n (1000)"),
     "density_epsilon_zero": ("densities", "epsilon", 0.0,
@@ -241,6 +256,7 @@ def test_the_bounds_themselves_are_allowed():
     tree = params_with("retrieval", "p", 1.0)
     tree["s4"]["embedded"]["generation"]["max_batch_streams"] = 21
     tree["s4"]["embedded"]["budget"] |= {"epsilons": [20.0, 5.0], "retrieval_epsilon": 4.99}
+    tree["s4"]["embedded"]["sweeps"]["epsilons"] = [50.0]  # a sweep above the threshold too
     assert schema.validate(tree).s4.embedded.retrieval.p == 1.0
 
 
@@ -406,7 +422,7 @@ def test_no_document_above_the_threshold_is_answered_from_the_public_stream(publ
     assert "no planted rare details in this corpus" in executed
     responses = pd.read_parquet(public_only_run / "data/interim/s4/generate/responses.parquet")
     dp_rag = responses[(responses["decoder"] == "dp_rag") & (responses["sweep"] == "main")]
-    assert len(dp_rag) == 2 * int(questions["fig6"].sum())  # both epsilons
+    assert len(dp_rag) == 3 * int(questions["fig6"].sum())  # both epsilons and the swept one
     assert dp_rag["public_only"].all() and (dp_rag["documents"] == 0).all()
     assert (responses.loc[responses["decoder"] == "rag", "documents"] == 1).all()
     planted = pd.read_parquet(public_only_run / "data/interim/s4/generate/planted.parquet")

@@ -82,7 +82,7 @@ class S3DP(Strict):  # the Private target and JFT's second phase (DP-AdamW, Opac
     max_grad_norm: Annotated[float, POSITIVE]
     batch_size: Annotated[int, COUNT]  # expected size of the Poisson batches
     learning_rate: Annotated[float, POSITIVE]
-    epochs: Annotated[int, COUNT] | None = None  # the Private target's; None: train.epochs
+    epochs: Annotated[int | None, optional(COUNT)] = None  # the Private target's; None: train's
 
 
 class S3Schedule(Strict):  # the Redaction Schedule target's p(step)
@@ -93,8 +93,8 @@ class S3Schedule(Strict):  # the Redaction Schedule target's p(step)
     draw: Annotated[str, one_of("batch", "document")] = "batch"
     # its own regime (None: train's): T = epochs x ceil(n / batch_size) steps; with the batch
     # draw, batch_size is also the DP steps' expected Poisson batch (one size, as officially)
-    epochs: Annotated[int, COUNT] | None = None
-    batch_size: Annotated[int, COUNT] | None = None
+    epochs: Annotated[int | None, optional(COUNT)] = None
+    batch_size: Annotated[int | None, optional(COUNT)] = None
 
     @model_validator(mode="after")
     def _options(self) -> Self:
