@@ -45,7 +45,7 @@ from privleak.figures import check_formats, outside_legend, save_figure, save_ta
 from privleak.lira import OVERALL, cell_counts, lira_success_table
 from privleak.pipeline import paths
 from privleak.policy_quality import corrected_rate_interval
-from privleak.training.train_log import dp_steps
+from privleak.training.train_log import dp_steps, masked_shares, regime
 
 style()
 FIG = paths.FIGURES / "s3"
@@ -73,8 +73,7 @@ turn_flags = pd.read_parquet(S3 / "prepare" / "turn_flags.parquet")
 quality = pd.read_parquet(S3 / "prepare" / "policy_quality.parquet")
 leaked = [c.removeprefix("nll_without_") for c in samples.columns if c.startswith("nll_without_")]
 references = trained.dropna(subset=["without"]).set_index("without")["model"].to_dict()
-masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
-masked_share = (masked["words_masked"] / masked["words"]).to_dict()
+masked_share = masked_shares(redaction)
 level = f"{100 * (1 - render['alpha']):g} %"  # the intervals' confidence level, for captions
 print(
     f"prompted domain {domain}; leaked domains {leaked}; references {references}; "
@@ -181,20 +180,6 @@ for policy in POLICIES:
 table = pd.DataFrame(rows)
 table[["policy", "target", "test_ppl", "lira_success", "lira_low", "lira_high", "nonempty"]]
 
-
-def dp_range(target: str) -> str:
-    """The target's DP steps over runs and policies, e.g. "25-35"."""
-    counts = dp_steps_of[log.loc[log["target"] == target, "model"]]
-    return f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
-
-
-epsilons = ", ".join(
-    f"{target} {log.loc[log['target'] == target, 'epsilon'].max():.2f} over {dp_range(target)} "
-    "DP steps"
-    for target in ("Private", "JFT", schedule_target)
-)
-shares = ", ".join(f"{policy} {masked_share[policy]:.1%}" for policy in POLICIES)
-
 # %% [markdown]
 # ## Fig. 1: LiRa success rate vs test perplexity
 
@@ -249,8 +234,8 @@ title = (
     f"S3 Fig. 1: LiRa success rate (flagged picks / non-empty picks) vs test perplexity ({domain} "
     f"prompts; lower is better on both axes; 2x: double training cost). {level} bootstrap "
     f"intervals over {len(runs)} training runs x prompts (exact binomial bound at 0 successes). "
-    f"Epsilon spent: {epsilons} (JFT and the schedule: selective DP, relative to the policy). "
-    f"Train words masked: {shares}. {LABELS['classifier']}; {LABELS['keyword']}."
+    f"T{regime(trained, redaction)[1:]} (JFT's and the schedule's epsilon: selective DP, "
+    f"relative to the policy). {LABELS['classifier']}; {LABELS['keyword']}."
 )
 fig.suptitle("\n".join(textwrap.wrap(title, 120)))
 save_figure(fig, FIG / "s3_fig1", FORMATS)

@@ -291,14 +291,16 @@ by_epsilon.pivot_table(index="bucket", columns="epsilon", values="accuracy", obs
 
 # %%
 long = asked[asked["sweep"] == "published"]
-published_table = (
-    long.assign(correct_published=long["correct_published"].astype(float))
-    .groupby(["epsilon", "bucket"], observed=True)
-    .agg(questions=("accuracy", "size"), accuracy=("accuracy", "mean"),
-         accuracy_published_rule=("correct_published", "mean"),
-         mean_new_tokens=("new_tokens", "mean"))
-    .reset_index()
-)  # fmt: skip
+
+
+def by_rule(part: pd.DataFrame) -> pd.Series:
+    """Questions, accuracy under our rule and the published one, and mean new tokens."""
+    return pd.Series({"questions": len(part), "accuracy": part["accuracy"].mean(),
+                      "accuracy_published_rule": part["correct_published"].astype(float).mean(),
+                      "mean_new_tokens": part["new_tokens"].mean()})  # fmt: skip
+
+
+published_table = long.groupby(["epsilon", "bucket"], observed=True).apply(by_rule).reset_index()
 long_budgets = budgets[budgets["layout"] == "published"]
 tokens = ", ".join(str(int(t)) for t in long_budgets["tokens"].unique())
 save_table(
@@ -316,22 +318,12 @@ save_table(
         "the embedded profile does not hold it; benchmarks/README.md)."
     ),
 )
-main_rules = dp_main.assign(correct_published=dp_main["correct_published"].astype(float))
 metrics["accuracy_rules"] = {
-    f"{epsilon:g}": {
-        "ours": float(part["accuracy"].mean()),
-        "published": float(part["correct_published"].mean()),
-        "questions": len(part),
-    }
-    for epsilon, part in main_rules.groupby("epsilon")
+    f"{epsilon:g}": by_rule(part).to_dict() | {"questions": len(part)}
+    for epsilon, part in dp_main.groupby("epsilon")
 }
 metrics["published_layout"] = {
-    f"{epsilon:g}": {
-        "questions": len(part),
-        "accuracy": float(part["accuracy"].mean()),
-        "accuracy_published_rule": float(part["correct_published"].astype(float).mean()),
-        "mean_new_tokens": float(part["new_tokens"].mean()),
-    }
+    f"{epsilon:g}": by_rule(part).to_dict() | {"questions": len(part)}
     for epsilon, part in long.groupby("epsilon")
 }
 published_table

@@ -32,7 +32,7 @@ from privleak.claims.registry import NONE, Finding
 from privleak.claims.stats import Estimate
 from privleak.domain_privacy import domain_privacy_interval
 from privleak.lira import prompt_successes
-from privleak.training.train_log import dp_steps
+from privleak.training.train_log import regime
 
 Boot = Callable[..., Estimate]
 POLICIES = ("keyword", "classifier")
@@ -190,30 +190,6 @@ def perplexity_findings(test_nll: pd.DataFrame, t: Targets, boot: Boot, fill: Ma
                 ),
                 {**fill, "policy": policy},
             )
-
-
-def regime(log: pd.DataFrame, redaction: pd.DataFrame) -> str:
-    """The training regime every S3 verdict rests on, for its note: each DP target's DP steps
-    per run (range over runs and policies) and the epsilon spent, and each policy's share of
-    masked train words."""
-    steps = dp_steps(log)
-    parts = []
-    for target in ("Private", "JFT", *log.loc[log["kind"] == "schedule", "target"].unique()):
-        models = log.loc[log["target"] == target, "model"]
-        low, high = steps[models].min(), steps[models].max()
-        counted = f"{low}" if low == high else f"{low}-{high}"
-        spent = log.loc[log["target"] == target, "epsilon"].dropna()
-        epsilon = (
-            "no DP" if spent.empty
-            else f"epsilon {spent.max():.2f}" if spent.min() == spent.max()
-            else f"epsilon {spent.min():.2f}-{spent.max():.2f}"
-        )  # fmt: skip
-        parts.append(f"{target} {counted} DP steps a run, {epsilon}")
-    masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
-    shares = ", ".join(
-        f"{policy} {m.words_masked / m.words:.1%}" for policy, m in masked.iterrows()
-    )
-    return f"training: {'; '.join(parts)}; train words masked: {shares}"
 
 
 def findings(

@@ -1,4 +1,5 @@
-"""Reading s3_train's training log: what each model's training spent."""
+"""Reading s3_train's training log and s3_prepare's redaction table: what each model's
+training spent, and what it read."""
 
 from __future__ import annotations
 
@@ -25,3 +26,32 @@ def dp_steps(log: pd.DataFrame) -> pd.Series:
             )
             counts[row.model] = row.steps - steps[row.after]
     return counts
+
+
+def masked_shares(redaction: pd.DataFrame) -> dict[str, float]:
+    """Per policy of s3_prepare's redaction table, the share of train words it masked."""
+    masked = redaction.groupby("policy")[["words_masked", "words"]].sum()
+    return (masked["words_masked"] / masked["words"]).to_dict()
+
+
+def regime(log: pd.DataFrame, redaction: pd.DataFrame) -> str:
+    """The training regime every S3 verdict rests on, for its note: each DP target's DP steps
+    per run (range over runs and policies) and the epsilon spent, and each policy's share of
+    masked train words."""
+    steps = dp_steps(log)
+    parts = []
+    for target in ("Private", "JFT", *log.loc[log["kind"] == "schedule", "target"].unique()):
+        models = log.loc[log["target"] == target, "model"]
+        low, high = steps[models].min(), steps[models].max()
+        counted = f"{low}" if low == high else f"{low}-{high}"
+        spent = log.loc[log["target"] == target, "epsilon"].dropna()
+        epsilon = (
+            "no DP" if spent.empty
+            else f"epsilon {spent.max():.2f}" if spent.min() == spent.max()
+            else f"epsilon {spent.min():.2f}-{spent.max():.2f}"
+        )  # fmt: skip
+        parts.append(f"{target} {counted} DP steps a run, {epsilon}")
+    shares = ", ".join(
+        f"{policy} {share:.1%}" for policy, share in masked_shares(redaction).items()
+    )
+    return f"training: {'; '.join(parts)}; train words masked: {shares}"
