@@ -309,8 +309,8 @@ save_table(
     note=(
         f"DP-RAG with the published evaluation's answer length and no answer prefix: each "
         f"response charged {tokens} tokens, on the first Fig. 6 questions of each bucket "
-        "(s4.published.per_bucket); the prompt is ours (the question before each document; the "
-        "published code puts the document in the system message). accuracy: our rule (case, "
+        "(s4.published.per_bucket), in the published code's prompt layout (the document in the "
+        "system message, then the question). accuracy: our rule (case, "
         "spaces and punctuation ignored); accuracy_published_rule: the published one (the "
         "disease's name, as written, is a substring of the response)."
         if len(long_budgets)

@@ -6,8 +6,10 @@
 #   exp(eps_token * U / (2 * s * C)) (Grislain's DP-ICL), with s = 1 (the paper's law) when every
 #   document above the threshold is kept and s = 2 under a `max_retrieve` cap. eps_token comes
 #   from epsilon, delta and the threshold's share by dp_accounting composition, every response
-#   charged max_new_tokens tokens. A question's streams share one prefill: the template and the
-#   question are forwarded once, each document stream once, whatever the epsilons and sweeps;
+#   charged max_new_tokens tokens. The streams are laid out as the official code lays them out:
+#   the document in the system message, then the question. Each document's head is forwarded
+#   once for the stage, and every question that retrieves it forwards only its own turn on top,
+#   once per stream whatever the epsilons and sweeps;
 # - by the non-private RAG (epsilon = inf): the exact top rag_k documents in one prompt, greedy.
 # (Planted questions: see Measured privacy below.)
 #
@@ -70,9 +72,11 @@ import pandas as pd
 from privleak import models as registry
 from privleak.data.medical import document_text, names_disease
 from privleak.data.records import read_jsonl
+from privleak.dp_icl_decode import HeadStore
 from privleak.dp_rag import (
     Ask,
     DPICLSettings,
+    document_start,
     dp_rag_generate,
     rag_fact_row,
     rag_generate,
@@ -168,13 +172,15 @@ common = {
     "min_new_tokens": generation["min_new_tokens"],
     "max_batch_streams": generation["max_batch_streams"],
 }
+# each document's head prefilled once, for every question and layout, on the template's start
+heads = HeadStore(model, start=document_start(tokenizer, template))
 started = time.perf_counter()
 answers = dp_rag_generate(
     model, tokenizer, [r for r, _ in requests], seed=seed, cache=store.cache("dp_rag", lm),
-    **common,
+    store=heads, **common,
 )  # fmt: skip
 print(f"DP-RAG: {len(requests)} responses or scored facts for {len(questions)} questions in "
-      f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+      f"{time.perf_counter() - started:.1f} s ({len(heads)} distinct heads prefilled)")  # fmt: skip
 rows = [{"decoder": "dp_rag", **labels, **answer}
         for (_, labels), answer in zip(requests, answers, strict=True)]  # fmt: skip
 # The published layout: no answer prefix, published["max_new_tokens"] new tokens, each response
@@ -198,7 +204,7 @@ if long_requests:
     started = time.perf_counter()
     answers = dp_rag_generate(
         model, tokenizer, [r for r, _ in long_requests], seed=seed,
-        cache=store.cache("dp_rag_published", lm),
+        cache=store.cache("dp_rag_published", lm), store=heads,
         **common | {"max_new_tokens": published["max_new_tokens"]},
     )  # fmt: skip
     seconds = time.perf_counter() - started

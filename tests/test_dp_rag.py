@@ -14,6 +14,7 @@ from privleak.data.medical import check_units, names_disease
 from privleak.dp_rag import (
     Ask,
     DPICLSettings,
+    document_start,
     dp_icl_forced_logprobs,
     dp_rag_generate,
     forced_logprobs,
@@ -106,19 +107,27 @@ CHATML = (
 
 
 def test_prompt_layouts():
+    """The document first, as the official DP-RAG lays its streams out (its system messages
+    verbatim), so every stream of a question ends with the same question turn."""
     tokenizer = word_tokenizer(add_bos=True)
     assert prompt_text(tokenizer, "q?", [], "plain") == "Question: q?\nAnswer:"
     one = prompt_text(tokenizer, "q?", ["d1"], "plain")
-    assert one == "Question: q?\n\nDocument: d1\nAnswer:"  # the paper's <q, d> order
+    assert one == 'Document:\n"d1"\n\nQuestion: q?\nAnswer:'
     several = prompt_text(tokenizer, "q?", ["d1", "d2"], "plain")
-    assert several == "Question: q?\n\nDocuments:\n- d1\n- d2\nAnswer:"
+    assert several == 'Documents:\n"d1"\n"d2"\n\nQuestion: q?\nAnswer:'
     with pytest.raises(PrivleakError, match="'chat' needs a tokenizer with a chat template"):
         prompt_text(tokenizer, "q?", [], "chat")
     tokenizer.chat_template = CHATML
     chat = prompt_text(tokenizer, "q?", ["d1"], "chat")
     assert chat == (
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-        "Question: q?\n\nDocument: d1<|im_end|>\n<|im_start|>assistant\n"
+        "<|im_start|>system\nYou give a short responses based on this document or a predefined "
+        'set of similar documents.\nDocument:\n"d1"<|im_end|>\n<|im_start|>user\n'
+        "q?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    public = prompt_text(tokenizer, "q?", [], "chat")
+    assert public == (
+        "<|im_start|>system\nYou give a short response based on a predefined set documents."
+        "<|im_end|>\n<|im_start|>user\nq?<|im_end|>\n<|im_start|>assistant\n"
     )
     # the template writes its own specials: no BOS added on top
     assert prompt_ids(tokenizer, "the cat", [], "chat")[0] != tokenizer.bos_token_id
@@ -377,3 +386,13 @@ def test_a_forced_target_reads_the_decoders_prefill(lm):
                    "epsilon": math.inf,
                    "log_prob": float(distribution[range(len(fact)), fact].sum()),
                    "greedy_emits": distribution.argmax(-1).tolist() == fact}  # fmt: skip
+
+
+def test_document_start_is_what_every_document_stream_begins_with():
+    tokenizer = word_tokenizer(add_bos=True)
+    tokenizer.chat_template = CHATML
+    for template in ("plain", "chat"):
+        start = document_start(tokenizer, template)
+        assert len(start) >= 1
+        for question, document in (("the cat", "a dog ran"), ("bob?", "alice sat")):
+            assert prompt_ids(tokenizer, question, [document], template)[: len(start)] == start

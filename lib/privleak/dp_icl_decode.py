@@ -1,20 +1,29 @@
-"""DP-ICL decoding from one shared prefix per question (S4, DP-RAG).
+"""DP-ICL decoding from prefills shared across streams and questions (S4, DP-RAG).
 
-A question's DP-ICL streams (the public one and one per document) agree on their first tokens:
-the template and the question come before the document. `prefill_forked` forwards that head once,
-copies its cache to every distinct tail (the public stream's end of turn, or one document and its
-end of turn, then the answer prefix) and forwards the tails together, so a question with k
-documents costs |head| + sum |tail| prefill tokens instead of (1 + k) * |head| + sum |tail|. Every
-group that asks the question (under one setting, with some of its documents) then decodes from
-copies of its streams' rows (`decode_forked`): the same draws as `decoding.decode` on the full
-prompts (the uniforms of (seed, key)), up to float rounding in the attention sums.
+A question's DP-ICL streams (the public one and one per document) hold the same question. Two
+layouts share work:
+- **document first** (the official DP-RAG's: the document in the system message, then the
+  question): the streams end alike. `HeadStore` forwards each distinct head (the template and a
+  document, or the public system turn) once, alone, and keeps its cache for every later question
+  that retrieves the document; `prefill_tailed` lays copies of the heads side by side and forwards
+  the shared tail (the question's turn and the answer prefix) on top, so a question with k
+  documents costs (1 + k) * |tail| prefill tokens plus the heads not seen before;
+- **question first**: the streams start alike. `prefill_forked` forwards that head once, copies
+  its cache to every distinct tail and forwards the tails together.
 
-Rows are laid out [head | hole | tail]: each tail is left-padded inside its own segment, so every
-row ends at the same column, the hole is masked, and position ids count real tokens only.
+`prefill_rows` takes whichever the rows share more of. Every group that asks the question (under
+one setting, with some of its documents) then decodes from copies of its streams' rows
+(`decode_forked`): the same draws as `decoding.decode` on the full prompts (the uniforms of
+(seed, key)), up to float rounding in the attention sums.
+
+Rows are padded inside: [head | hole | tail] (question first, each tail left-padded in its own
+segment) or [hole | head | tail] (document first, each head right-aligned), so every row ends at
+the same column, the hole is masked, and position ids count real tokens only.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +36,7 @@ from privleak.dp_icl import DPICLMix
 from privleak.errors import require
 from privleak.graphs import SlotStep, supports_slot_step
 from privleak.models import real_logits
+from privleak.single_query import SingleQueryModel
 
 
 def shared_head(rows: Sequence[Sequence[int]]) -> int:
@@ -105,6 +115,155 @@ def prefill_forked(
     )
 
 
+def shared_tail(rows: Sequence[Sequence[int]]) -> int:
+    """The length of the longest common token suffix of rows, leaving every row >= 1 head token."""
+    require(len(rows) >= 1 and all(len(r) >= 1 for r in rows), "give non-empty token rows")
+    shortest = min(len(r) for r in rows) - 1
+    length = 0
+    while length < shortest and len({r[len(r) - 1 - length] for r in rows}) == 1:
+        length += 1
+    return length
+
+
+class HeadStore:
+    """Prefilled heads by their tokens, for rows that end alike (`prefill_tailed`). Each head is
+    forwarded alone (batch 1, no padding), so its keys and values depend on its tokens only, never
+    on the other rows or questions of a call: a question's responses stay a function of its own
+    asks (what a checkpoint unit needs). Caches are kept up to `max_bytes` in all (default 4
+    GiB: SmolLM2-135M's thousand S4 documents take about 2.6 GiB in bfloat16), the least recently
+    used dropped first and forwarded again if asked for (None: no limit). Heads that begin with
+    `start` (the template before the document, the same in every document stream) forward only
+    the rest, on a copy of the start's cache, itself forwarded once."""
+
+    def __init__(self, model, max_bytes: int | None = 4 * 2**30, start: Sequence[int] = ()):
+        require(max_bytes is None or max_bytes >= 1, "HeadStore max_bytes must be >= 1 or None")
+        self.model, self.max_bytes, self.start = model, max_bytes, tuple(start)
+        self._start_cache = None
+        self._heads: OrderedDict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._heads)
+
+    @torch.inference_mode()
+    def get(
+        self, head: Sequence[int], counter: ForwardCounter
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's keys and values, each [layers, H, len(head), d]; forwarded (and counted)
+        only the first time."""
+        key = tuple(head)
+        if key in self._heads:
+            self._heads.move_to_end(key)
+            return self._heads[key]
+        begun = len(key) > len(self.start) > 0 and key[: len(self.start)] == self.start
+        if begun and self._start_cache is None:
+            self._start_cache = self._forward(self.start, None, counter)
+        rest = key[len(self.start) :] if begun else key
+        cache = repeat_cache(self._start_cache, 1) if begun else None
+        layers = self._forward(rest, cache, counter).layers
+        cached = (
+            torch.stack([layer.keys[0] for layer in layers]),
+            torch.stack([layer.values[0] for layer in layers]),
+        )
+        self._heads[key] = cached
+        self._bytes += sum(t.nbytes for t in cached)
+        while self.max_bytes is not None and self._bytes > self.max_bytes and len(self) > 1:
+            _, dropped = self._heads.popitem(last=False)
+            self._bytes -= sum(t.nbytes for t in dropped)
+        return cached
+
+    def _forward(self, tokens: Sequence[int], cache, counter: ForwardCounter):
+        """The cache after forwarding `tokens` (batch 1) on `cache` (None: from the start)."""
+        out = self.model(input_ids=torch.tensor([list(tokens)], device=self.model.device),
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+        counter.add(1, len(tokens))
+        return out.past_key_values
+
+
+@torch.inference_mode()
+def prefill_tailed(
+    model,
+    heads: Sequence[Sequence[int]],
+    tail: Sequence[int],
+    counter: ForwardCounter,
+    store: HeadStore,
+    *,
+    batch_rows: int = 64,
+) -> Forked:
+    """The rows heads[i] + tail (each head >= 1 token, the tail >= 1): each head's cache from
+    `store`, right-aligned in [hole | head] columns, and the tail forwarded on top of those
+    copies `batch_rows` rows at a time."""
+    require(len(heads) >= 1 and all(len(h) >= 1 for h in heads), "every head needs >= 1 token")
+    require(len(tail) >= 1, "the shared tail needs >= 1 token")
+    device, width = model.device, max(len(h) for h in heads)
+    check_fits(model, [width + len(tail)], "head + tail")
+    tail_ids = torch.tensor([list(tail)], device=device)
+    steps = torch.arange(len(tail), device=device)
+    keys: list[list[torch.Tensor]] = []
+    values: list[list[torch.Tensor]] = []
+    masks, logits = [], []
+    for start in range(0, len(heads), batch_rows):
+        part = heads[start : start + batch_rows]
+        cached = [store.get(head, counter) for head in part]
+        first_keys, first_values = cached[0]
+        layers, n_heads, _, dim = first_keys.shape
+        shape = (layers, len(part), n_heads, width, dim)
+        head_keys = first_keys.new_zeros(shape)  # the hole's columns stay zero and masked
+        head_values = first_values.new_zeros(shape)
+        mask = torch.zeros(len(part), width + len(tail), dtype=torch.long, device=device)
+        for row, (head, (k, v)) in enumerate(zip(part, cached, strict=True)):
+            head_keys[:, row, :, width - len(head) :] = k
+            head_values[:, row, :, width - len(head) :] = v
+            mask[row, width - len(head) :] = 1
+        cache = DynamicCache()
+        for layer in range(layers):
+            cache.update(head_keys[layer], head_values[layer], layer)
+        lengths = torch.tensor([len(h) for h in part], device=device)
+        out = model(
+            input_ids=tail_ids.expand(len(part), -1),
+            attention_mask=mask,
+            position_ids=lengths[:, None] + steps,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        counter.add(len(part), len(tail))
+        logits.append(out.logits[:, -1])
+        masks.append(mask)
+        for index, layer in enumerate(out.past_key_values.layers):
+            if index == len(keys):
+                keys.append([])
+                values.append([])
+            keys[index].append(layer.keys)
+            values[index].append(layer.values)
+    return Forked(
+        [torch.cat(k) for k in keys],
+        [torch.cat(v) for v in values],
+        torch.cat(masks),
+        torch.cat(logits),
+    )
+
+
+def prefill_rows(
+    model,
+    rows: Sequence[Sequence[int]],
+    pad_id: int,
+    counter: ForwardCounter,
+    *,
+    store: HeadStore | None = None,
+    batch_rows: int = 64,
+) -> Forked:
+    """The rows prefilled from what they share most of: a common end (`prefill_tailed`, heads
+    from `store`, a fresh one by default) or a common start (`prefill_forked`)."""
+    tail, head = shared_tail(rows), shared_head(rows)
+    if tail > head:
+        store = store if store is not None else HeadStore(model)
+        return prefill_tailed(model, [r[: len(r) - tail] for r in rows], rows[0][-tail:], counter,
+                              store, batch_rows=batch_rows)  # fmt: skip
+    return prefill_forked(model, rows[0][:head], [r[head:] for r in rows], pad_id, counter,
+                          batch_rows=batch_rows)  # fmt: skip
+
+
 def _with_hole(tensor: torch.Tensor, at: int, size: int, axis: int = 1) -> torch.Tensor:
     """tensor with `size` zeros inserted along `axis` before index `at` (masked columns)."""
     if not size:
@@ -150,7 +309,11 @@ def decode_forked(
     rows...], all groups with the same slot count (the mix's `documents` says how many count).
     Group g samples with the uniforms of (seed, keys[g]); at most `max_batch_streams` streams
     (default: all, and never fewer than one group) decode at once; EOS is blocked for the first
-    `min_new_tokens` steps and a group that emits it leaves the batch."""
+    `min_new_tokens` steps and a group that emits it leaves the batch. Groups with the same
+    streams that have drawn the same tokens so far (one question under two epsilons whose answers
+    agree) share one decode context: the model forwards it once and each group mixes its own
+    copy of the logits; a context splits, its rows copied, when its groups draw different
+    tokens."""
     require(len(streams) >= 1, "decode_forked needs at least one group")
     slots = {len(s) for s in streams}
     require(len(slots) == 1, "every group of one decode_forked call has the same stream count")
@@ -167,16 +330,22 @@ def decode_forked(
     public = torch.zeros(n_groups, max_new_tokens, device=device)
     lengths = torch.zeros(n_groups, dtype=torch.long, device=device)
     rows = torch.tensor([list(s) for s in streams], device=device)
+    vocab = forked.logits.shape[-1]
     per_chunk = max(1, (max_batch_streams or per_group * n_groups) // per_group)
+    offsets = torch.arange(per_group, device=device)
     for first in range(0, n_groups, per_chunk):
         groups = torch.arange(first, min(first + per_chunk, n_groups), device=device)
-        picked = rows[groups].flatten()
+        # A state is one decode context (stream rows + tokens drawn so far) shared by the groups
+        # that point at it; its block holds its per_group rows in the stepper.
+        distinct, state_of = torch.unique(rows[groups], dim=0, return_inverse=True)
+        picked = distinct.flatten()
         stepper = _stepper(model, forked, picked, max_new_tokens - 1)
-        logits = forked.logits[picked]
-        live = torch.arange(len(picked), device=device)  # live streams' rows in the batch
-        feed = torch.full((len(picked),), pad_id, dtype=torch.long, device=device)
+        block_logits = forked.logits[picked].view(len(distinct), per_group, -1)
+        block_of_state = torch.arange(len(distinct), device=device)
+        blocks = len(distinct)
         for step in range(max_new_tokens):
-            grouped = real_logits(model, logits.float()).view(len(groups), per_group, -1)
+            states = real_logits(model, block_logits[block_of_state].float())
+            grouped = states[state_of]  # [G, per_group, V]
             # the mix reads documents' logits as they are; only the public stream is normalised
             grouped[:, 0] = torch.log_softmax(grouped[:, 0], dim=-1)
             mixed, _ = mix(grouped, groups, step)
@@ -191,23 +360,23 @@ def decode_forked(
             lengths[groups] += 1
             if eos_token_id is not None and step >= min_new_tokens:
                 going_on = torch.nonzero(drawn != eos_token_id)[:, 0]
-                if not len(going_on):
-                    break
-                if len(going_on) < len(groups):
-                    offsets = torch.arange(per_group, device=device)
-                    kept = (going_on[:, None] * per_group + offsets).flatten()
-                    groups, drawn, live = groups[going_on], drawn[going_on], live[kept]
-                    feed.fill_(pad_id)  # finished streams are fed padding until dropped
-                    if 2 * len(live) <= len(feed):  # half the batch is done: drop its rows
-                        stepper = stepper.keep(live)
-                        live = torch.arange(len(live), device=device)
-                        feed = feed[: len(live)].clone()
-            if step == max_new_tokens - 1:
+                groups, drawn, state_of = groups[going_on], drawn[going_on], state_of[going_on]
+            if not len(groups) or step == max_new_tokens - 1:
                 break
-            feed[live] = drawn.repeat_interleave(per_group)
-            logits = stepper.step(feed)
-            logits = logits if len(live) == len(feed) else logits[live]
-            counter.add(len(feed), 1)
+            # the next states: one per distinct (state, token drawn) among the live groups
+            pairs, state_of = torch.unique(state_of * vocab + drawn, return_inverse=True)
+            parent, fed = block_of_state[pairs // vocab], pairs % vocab
+            split = len(torch.unique(parent)) < len(parent)
+            if split or 2 * len(parent) <= blocks:  # rows to copy, or half the blocks are done
+                stepper = stepper.keep((parent[:, None] * per_group + offsets).flatten())
+                block_of_state = torch.arange(len(parent), device=device)
+                blocks = len(parent)
+            else:  # each state goes on in its parent's block; finished blocks are fed padding
+                block_of_state = parent
+            feed = torch.full((blocks, per_group), pad_id, dtype=torch.long, device=device)
+            feed[block_of_state] = fed[:, None]
+            block_logits = stepper.step(feed.flatten()).view(blocks, per_group, -1)
+            counter.add(blocks * per_group, 1)
     steps = int(lengths.max())
     return ForkedDecoded(
         tokens[:, :steps].cpu(),
@@ -225,7 +394,9 @@ def _stepper(model, forked: Forked, picked: torch.Tensor, steps: int):
     if supports_slot_step(model):
         keys = [_with_room(k, picked, steps) for k in forked.keys]
         values = [_with_room(v, picked, steps) for v in forked.values]
-        return SlotStep(model, keys, values, mask, graph=model.device.type == "cuda")
+        on_cpu = model.device.type == "cpu"  # one query a stream: plain attention beats SDPA's
+        return SlotStep(SingleQueryModel(model) if on_cpu else model, keys, values, mask,
+                        graph=model.device.type == "cuda")  # fmt: skip
     cache = DynamicCache()
     for index, (k, v) in enumerate(zip(forked.keys, forked.values, strict=True)):
         cache.update(k[picked], v[picked], index)

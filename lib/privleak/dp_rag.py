@@ -5,8 +5,10 @@ The mechanisms live in `retrieval` (exact scores, the DP threshold and the docum
 `dp_icl` (the token mix) and `accounting` (the budget); this module wires them:
 - `split_budget`: a response's (epsilon, delta) split into the threshold's epsilon and a per-token
   epsilon, composed with `dp_accounting`;
-- `dp_rag_generate`: one public stream (the question alone) + one stream per retrieved document,
-  decoded with the DP-ICL mix from one forked prefill per question (`dp_icl_decode`);
+- `dp_rag_generate`: one public stream (the question alone) + one stream per retrieved document
+  (the official code's layout: the document in the system message, then the question), decoded
+  with the DP-ICL mix; each document's head is prefilled once and every question that retrieves
+  it forwards only its own turn on top (`dp_icl_decode`);
   `rag_generate`: the ordinary, non-private RAG (every retrieved document in one prompt), the
   epsilon = inf baseline;
 - `forced_logprobs` / `dp_icl_forced_logprobs`: the exact per-token log-probability of a forced
@@ -32,9 +34,10 @@ from privleak.batching import ForwardCounter, pad_rows, position_ids, through_ca
 from privleak.decoding import decode, greedy
 from privleak.dp_icl import DPICLMix, check_dp_icl, dp_icl_utility
 from privleak.dp_icl_decode import (
+    HeadStore,
     decode_forked,
     forced_forked,
-    prefill_forked,
+    prefill_rows,
     shared_head,
 )
 from privleak.errors import require
@@ -85,39 +88,61 @@ def _check_template(template: str) -> None:
     require(template in TEMPLATES, f"DP-RAG template {template!r} is unknown; allowed: chat, plain")
 
 
-SYSTEM = "You are a helpful assistant."
+PUBLIC_SYSTEM = "You give a short response based on a predefined set documents."
+DOCUMENT_SYSTEM = (
+    "You give a short responses based on this document or a predefined set of similar "
+    'documents.\nDocument:\n"{document}"'
+)
+"""The official DP-RAG's system messages (sarus-tech/dp-rag, `DPModel.dp_chat`), verbatim: the
+public stream's, and a document stream's with the document in it."""
+RAG_SYSTEM = "You give a short response based on these documents.\nDocuments:\n{documents}"
+"""The non-private RAG's (ours: the official code has no all-documents prompt)."""
 
 
-def _body(question: str, documents: Sequence[str]) -> str:
-    """The question, then its document(s), as the paper writes <q, d>_RAG (the official code puts
-    the document first, in the system message): the template and the question are then one
-    prefix shared by all of a question's DP-ICL streams."""
+def _quoted(documents: Sequence[str]) -> str:
+    return "\n".join(f'"{document}"' for document in documents)
+
+
+def _system(documents: Sequence[str]) -> str:
+    """The system message: the public one, one document's, or the non-private RAG's."""
+    if not documents:
+        return PUBLIC_SYSTEM
+    if len(documents) == 1:
+        return DOCUMENT_SYSTEM.format(document=documents[0])
+    return RAG_SYSTEM.format(documents=_quoted(documents))
+
+
+def _plain_body(question: str, documents: Sequence[str]) -> str:
+    """A base model's prompt: the document(s) first, as in the chat layout, then the question."""
     if not documents:
         return f"Question: {question}"
-    if len(documents) == 1:
-        return f"Question: {question}\n\nDocument: {documents[0]}"
-    listed = "\n".join(f"- {document}" for document in documents)
-    return f"Question: {question}\n\nDocuments:\n{listed}"
+    label = "Document" if len(documents) == 1 else "Documents"
+    return f"{label}:\n{_quoted(documents)}\n\nQuestion: {question}"
 
 
 def prompt_text(
     tokenizer, question: str, documents: Sequence[str], template: str, answer_prefix: str = ""
 ) -> str:
     """The prompt for `documents` (none: the public stream; one: a DP-ICL document stream;
-    several: the ordinary RAG prompt) and the question: `chat` wraps it in the tokenizer's own
-    chat template (system + user turn, then the assistant's turn opens), `plain` ends in
-    'Answer:' for base models. A public `answer_prefix` opens the answer (every stream sees the
-    same text, so it costs no privacy budget) and the response continues it."""
+    several: the ordinary RAG prompt) and the question, the document first as the official code
+    lays it out: `chat` puts the document in the system message and the question in the user
+    turn (the tokenizer's own chat template, the assistant's turn opened), `plain` writes the
+    document, then the question, then 'Answer:' for base models. Every stream of a question thus
+    ends with the same question turn, and a document's head is the same for every question
+    (`dp_icl_decode.HeadStore` prefills it once). A public `answer_prefix` opens the answer
+    (every stream sees the same text, so it costs no privacy budget) and the response continues
+    it."""
     _check_template(template)
-    body = _body(question, documents)
     if template == "plain":
+        body = _plain_body(question, documents)
         return f"{body}\nAnswer: {answer_prefix}" if answer_prefix else f"{body}\nAnswer:"
     require(
         getattr(tokenizer, "chat_template", None) is not None,
         "DP-RAG template 'chat' needs a tokenizer with a chat template; this one has none "
         "(use template: plain for a base model)",
     )
-    turns = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
+    turns = [{"role": "system", "content": _system(documents)},
+             {"role": "user", "content": question}]  # fmt: skip
     opened = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
     return opened + answer_prefix
 
@@ -138,6 +163,17 @@ def stream_prompts(
         prompt_ids(tokenizer, question, [document], template, answer_prefix)
         for document in documents
     ]
+
+
+def document_start(tokenizer, template: str) -> list[int]:
+    """The tokens every document stream begins with, whatever its document and question: the
+    tokens of the prompt's text before the document, less the last one (it may merge with the
+    document's first characters). A `HeadStore` given them forwards them once for all."""
+    marker = "\x00"
+    before = prompt_text(tokenizer, "q", [marker], template).split(marker)[0]
+    ids = list(tokenizer(before, add_special_tokens=template == "plain")["input_ids"])
+    probe = prompt_ids(tokenizer, "q", ["a"], template)
+    return probe[: min(shared_head([ids, probe]), len(ids) - 1)]
 
 
 # ---------------------------------------------------------------- generation
@@ -220,15 +256,17 @@ def _slot_bins(counts: Sequence[int], waste: float = 0.25) -> list[list[int]]:
     return bins
 
 
-def _question_rows(model, tokenizer, asks, template, options, counter, batch_rows) -> list[dict]:
-    """Every ask of one question, decoded from one forked prefill of its distinct streams."""
+def _question_rows(
+    model, tokenizer, asks, template, options, counter, store, batch_rows
+) -> list[dict]:
+    """Every ask of one question, decoded from one prefill of its distinct streams (the
+    document heads from `store`, the question's turn forwarded on top)."""
     streams = [
         stream_prompts(tokenizer, a.question, a.documents, template, a.answer_prefix) for a in asks
     ]
     distinct = list(dict.fromkeys(tuple(row) for rows in streams for row in rows))
-    head = shared_head(distinct)
-    forked = prefill_forked(model, distinct[0][:head], [r[head:] for r in distinct],
-                            tokenizer.pad_token_id, counter, batch_rows=batch_rows)  # fmt: skip
+    forked = prefill_rows(model, distinct, tokenizer.pad_token_id, counter, store=store,
+                          batch_rows=batch_rows)  # fmt: skip
     index = {row: i for i, row in enumerate(distinct)}
     out: list[dict] = [
         {"documents": len(a.documents), "public_only": not a.documents} for a in asks
@@ -283,18 +321,22 @@ def dp_rag_generate(
     cache=None,
     counter: ForwardCounter | None = None,
     batch_rows: int = 64,
+    store: HeadStore | None = None,
 ) -> list[dict]:
     """DP-ICL responses, one row per ask: {tokens, text, sample_logprobs, public_logprobs (each
     token's log-prob under the public stream: the LM given the question alone), documents,
     public_only}, and forced_logprobs for an ask with a forced target (an ask with sample False
     gets documents, public_only and forced_logprobs only).
 
-    An ask's streams are its public prompt and one prompt per document, the question before the
-    document; an ask with no documents is answered from the public stream alone (public_only).
-    The asks of one question share one prefill (`prefill_forked`): its head once, each distinct
-    document stream once, whatever the settings, keys and document subsets; with a `cache` each
-    question is one checkpoint unit. Asks may differ in epsilon, sensitivity and theta; alpha
-    and C are one per call (one mix)."""
+    An ask's streams are its public prompt and one prompt per document, the document before the
+    question (`prompt_text`); an ask with no documents is answered from the public stream alone
+    (public_only). Each distinct head (a document's system turn, or the public one) is forwarded
+    once for the call, or once for every call given the same `store` (by default one that
+    forwards `document_start` once); the asks of one question
+    then share one forward of the question's turn per distinct stream, whatever the settings,
+    keys and document subsets. With a `cache` each question is one checkpoint unit (a head's
+    cache depends on its tokens only, so a question's rows do not depend on the others). Asks
+    may differ in epsilon, sensitivity and theta; alpha and C are one per call (one mix)."""
     require(len(asks) >= 1, "dp_rag_generate needs at least one ask")
     require(all(a.sample or a.forced for a in asks), "an ask that draws no response needs forced")
     shape = {(a.setting.alpha, a.setting.clip) for a in asks}
@@ -303,6 +345,9 @@ def dp_rag_generate(
     require(len(set(group_keys)) == len(asks), "two asks share a key and a setting")
     _check_template(template)
     counter = counter if counter is not None else ForwardCounter()
+    store = (
+        store if store is not None else HeadStore(model, start=document_start(tokenizer, template))
+    )
     options = {"seed": seed, "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
                "eos_token_id": tokenizer.eos_token_id, "pad_id": tokenizer.pad_token_id,
                "max_batch_streams": max_batch_streams}  # fmt: skip
@@ -315,7 +360,7 @@ def dp_rag_generate(
         answered = through_cache(
             cache,
             lambda part=part: _question_rows(
-                model, tokenizer, part, template, options, counter, batch_rows
+                model, tokenizer, part, template, options, counter, store, batch_rows
             ),  # fmt: skip
             "dp_icl question",
             question,
@@ -442,10 +487,8 @@ def dp_icl_forced_logprobs(
     `streams` (public first), under each setting from one forward: at each position the
     decoder's own distribution, eps * U / (2 * sensitivity * C) normalised, so a row's sum is
     the exact log-probability that DP-RAG emits the target there. The streams share one
-    forked prefill (`prefill_forked`), as the decoder's do."""
-    head = shared_head(streams)
-    forked = prefill_forked(model, streams[0][:head], [s[head:] for s in streams], pad_id,
-                            ForwardCounter())  # fmt: skip
+    prefill (`prefill_rows`), as the decoder's do."""
+    forked = prefill_rows(model, streams, pad_id, ForwardCounter())
     logprobs = forced_forked(model, forked, range(len(streams)), target, pad_id)  # [1 + k, T, V]
     rows = [
         _target_logprobs(logprobs, target, setting, eos_token_id, blocked_steps)

@@ -1,5 +1,5 @@
 """Forced decoding of many candidate outputs after a few prompts: the prompts are prefilled once
-(their common head once, `dp_icl_decode.prefill_forked`) and every (prompt, candidate) pair is
+(what they share once, `dp_icl_decode.prefill_rows`) and every (prompt, candidate) pair is
 forwarded from a copy of its prompt's cache, `batch_rows` pairs at a time.
 
 `forced_loop` is the per-candidate reference a user would write: one full forward of prompt +
@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from privleak.batching import ForwardCounter, position_ids
-from privleak.dp_icl_decode import Forked, prefill_forked, shared_head
+from privleak.dp_icl_decode import Forked, prefill_rows
 from privleak.dp_rag import forced_logprobs
 from privleak.errors import require
 from privleak.models import real_logits
@@ -23,9 +23,8 @@ from privleak.models import real_logits
 def prefill(
     model, prompts: Sequence[Sequence[int]], pad_id: int, counter: ForwardCounter
 ) -> Forked:
-    """The prompts prefilled with their longest common token prefix forwarded once."""
-    head = shared_head(prompts)
-    return prefill_forked(model, prompts[0][:head], [p[head:] for p in prompts], pad_id, counter)
+    """The prompts prefilled with their longest common start, or end, forwarded once."""
+    return prefill_rows(model, prompts, pad_id, counter)
 
 
 @torch.inference_mode()
