@@ -1,13 +1,18 @@
-"""DP-ICL from one shared prefix per question (S4): `prefill_forked` + `decode_forked` against the
-shared decoder on full prompts, and the exact teacher-forced log-probs.
+"""DP-ICL from prefills shared across streams and questions (S4): `prefill_rows` with one
+`HeadStore` + `decode_forked` against the shared decoder on full prompts, and the exact
+teacher-forced log-probs.
 
-G questions, each with k documents and S settings (S groups per question, as the epsilons of a
-stage): 1 + k streams a group, laid out (template head, question, document, tail) so the head and
-the question are one prefix; question q has 2q more tokens than the first. Prompts are random
-token ids of realistic length (~100-token documents), so no tokenizer and no weights are needed;
-EOS is blocked (every path takes NEW steps).
-    fast  = `dp_rag_generate`'s path: per question the head + question forwarded once, each
-            distinct tail once on a copy of its cache, every group decoded from copies of its rows;
+G questions, each with k documents drawn from a pool of P (so questions share documents, as S4's
+retrievals do) and S settings (S groups per question, as the epsilons of a stage): 1 + k streams
+a group, laid out as DP-RAG lays them out (template start, document, end of the system turn, then
+the question and the end of the prompt), the public stream with its own system turn; question q
+has 2q more tokens than the first. Prompts are random token ids of realistic length (~100-token
+documents), so no tokenizer and no weights are needed; EOS is blocked (every path takes NEW
+steps).
+    fast  = `dp_rag_generate`'s path: each distinct head (start + document) forwarded once for the
+            whole call (the start itself once), each question's tail once per stream on copies of
+            the heads' caches, every group decoded from copies of its rows (groups whose draws
+            agree as one context);
     across = fast's prefills, then every question's groups decoded in one `decode_forked` call
             (their rows left-padded to one width: `stacked`): a candidate design for a GPU,
             where fast's one-question decodes are launch-bound; the pipeline does not use it;
@@ -23,7 +28,8 @@ fast's (before a group's first different token) or exact's by more than 1e-4 (fp
 precision, where a draw may land on a neighbouring token).
 
 Run: `.venv/bin/python benchmarks/bench_dp_icl_shared.py [--questions 4] [--documents 24]
-[--settings 2] [--new-tokens 6] [--device cuda] [--dtype bfloat16] [--runs 5] [--min-seconds 1]`.
+[--pool 48] [--settings 2] [--new-tokens 6] [--device cuda] [--dtype bfloat16] [--runs 5]
+[--min-seconds 1]`.
 """
 
 from __future__ import annotations
@@ -46,11 +52,12 @@ from common import (  # noqa: E402
 from privleak.batching import ForwardCounter  # noqa: E402
 from privleak.decoding import decode  # noqa: E402
 from privleak.dp_icl import dp_icl_utility  # noqa: E402
-from privleak.dp_icl_decode import Forked, decode_forked, prefill_forked, shared_head  # noqa: E402
+from privleak.dp_icl_decode import Forked, HeadStore, decode_forked, prefill_rows  # noqa: E402
 from privleak.dp_rag import DPICLSettings, _mix, forced_logprobs  # noqa: E402
 
-HEAD, TAIL = 16, 12
-"""Chat-template tokens before the question and after the document (SmolLM2-like)."""
+START, PUBLIC, MIDDLE, TAIL = 24, 18, 5, 12
+"""Template tokens (SmolLM2's chat layout): before a document, the public system turn, between the
+document and the question, after the question."""
 SEED = 0
 
 
@@ -93,6 +100,7 @@ def main() -> int:
     add_model_args(parser, default_model="smollm2-135m-shape")
     parser.add_argument("--questions", type=int, default=4, help="G")
     parser.add_argument("--documents", type=int, default=24, help="k documents per question")
+    parser.add_argument("--pool", type=int, default=48, help="P documents the questions draw from")
     parser.add_argument("--settings", type=int, default=2, help="S groups per question")
     parser.add_argument("--new-tokens", type=int, default=6)
     parser.add_argument("--document-tokens", type=int, default=100)
@@ -106,13 +114,14 @@ def main() -> int:
     vocab = getattr(model, "privleak_real_vocab", model.config.vocab_size)
     generator = torch.Generator().manual_seed(SEED)
     draw = lambda n: torch.randint(100, vocab, (n,), generator=generator).tolist()  # noqa: E731
-    head, tail = draw(HEAD), draw(TAIL)
+    start, middle, tail = draw(START), draw(MIDDLE), draw(TAIL)
+    public_head = draw(PUBLIC) + middle
+    pool = [start + draw(args.document_tokens) + middle for _ in range(args.pool)]
     questions = []
     for q in range(args.questions):  # question q has 2q more tokens: prefills of unequal width
-        asked = head + draw(args.question_tokens + 2 * q)
-        public = asked + tail
-        documents = [asked + draw(args.document_tokens) + tail for _ in range(args.documents)]
-        questions.append([public, *documents])
+        asked = draw(args.question_tokens + 2 * q) + tail
+        chosen = torch.randperm(args.pool, generator=generator)[: args.documents].tolist()
+        questions.append([public_head + asked, *(pool[i] + asked for i in chosen)])
     settings = [
         DPICLSettings(epsilon=0.5 * 4**s, clip=0.5, theta=0.01) for s in range(args.settings)
     ]
@@ -121,10 +130,10 @@ def main() -> int:
     groups = len(keys)
     print(
         f"{describe(model, args)}: {args.questions} questions x {args.settings} settings x "
-        f"{per_group} streams (1 public + {args.documents} documents of {args.document_tokens} "
-        f"tokens), question 0's prompts {len(questions[0][0])}/{len(questions[0][1])} tokens "
-        f"(each next question 2 more), {new} new "
-        "tokens, EOS blocked"
+        f"{per_group} streams (1 public + {args.documents} of {args.pool} documents of "
+        f"{args.document_tokens} tokens), question 0's prompts {len(questions[0][0])}/"
+        f"{len(questions[0][1])} tokens (each next question 2 more), {new} new tokens, EOS "
+        "blocked"
     )
     mix = _mix(settings * args.questions, [args.documents] * groups)
     options = {"seed": SEED, "max_new_tokens": new, "eos_token_id": eos, "min_new_tokens": new,
@@ -137,10 +146,9 @@ def main() -> int:
 
     def fast(counter):
         tokens, sample = [], []
+        store = HeadStore(model, start=start)
         for q, streams in enumerate(questions):
-            cut = shared_head(streams)
-            forked = prefill_forked(model, streams[0][:cut], [s[cut:] for s in streams], pad,
-                                    counter)  # fmt: skip
+            forked = prefill_rows(model, streams, pad, counter, store=store)
             rows = [list(range(per_group))] * len(settings)
             part = slice(q * len(settings), (q + 1) * len(settings))
             decoded = decode_forked(model, forked, rows, _mix(settings, [args.documents] *
@@ -151,11 +159,8 @@ def main() -> int:
         return torch.cat(tokens), torch.cat(sample)
 
     def across(counter):
-        parts = []
-        for streams in questions:
-            cut = shared_head(streams)
-            parts.append(prefill_forked(model, streams[0][:cut], [s[cut:] for s in streams],
-                                        pad, counter))  # fmt: skip
+        store = HeadStore(model, start=start)
+        parts = [prefill_rows(model, streams, pad, counter, store=store) for streams in questions]
         rows = [list(range(q * per_group, (q + 1) * per_group))
                 for q in range(args.questions) for _ in settings]  # fmt: skip
         decoded = decode_forked(model, stacked(parts), rows, mix, keys=keys, counter=counter,
@@ -168,7 +173,7 @@ def main() -> int:
     counter = ForwardCounter()
     fast_tokens, fast_sample = fast(counter)  # one call, counted
     _, fast_time = best(lambda: fast(ForwardCounter()))
-    print(f"  fast (shared prefix):   {fast_time}  forward tokens {counter.tokens:>9,}")
+    print(f"  fast (shared prefills): {fast_time}  forward tokens {counter.tokens:>9,}")
     across_counter = ForwardCounter()
     across_draws = across(across_counter)  # one call, counted
     _, across_time = best(lambda: across(ForwardCounter()))

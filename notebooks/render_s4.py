@@ -395,7 +395,7 @@ save_table(
     theta_table,
     FIG / "s4_theta_data",
     note="DP-RAG accuracy and fluency (mean log-prob per token of the response under the "
-    "public stream, the LM given the question alone) at each theta and epsilon.",
+    "public stream, the LM given the question, no document) at each theta and epsilon.",
 )
 metrics["theta"] = theta_table.to_dict("records")
 theta_table

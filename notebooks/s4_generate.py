@@ -2,7 +2,7 @@
 # # S4 — DP-RAG responses, the non-private baseline, and the planted facts' exact log-probs
 # Every question of s4_retrieve is answered
 # - by DP-RAG at each response budget epsilon: the documents its DP threshold kept, one stream
-#   each, plus the public stream (the question alone), sampled token by token from
+#   each, plus the public stream (the question, no document), sampled token by token from
 #   exp(eps_token * U / (2 * s * C)) (Grislain's DP-ICL), with s = 1 (the paper's law) when every
 #   document above the threshold is kept and s = 2 under a `max_retrieve` cap. eps_token comes
 #   from epsilon, delta and the threshold's share by dp_accounting composition, every response
@@ -32,12 +32,12 @@
 # names_disease`: case, spaces and punctuation ignored, spelling not); beside it the published
 # evaluation's rule (`correct_published`: the name as written is a substring, case-sensitive).
 # Fluency (not a paper quantity): the response's mean log-prob per token under the public stream,
-# the LM given the question alone. Measured privacy: each planted fact (a serial number held by
-# exactly one document) is scored exactly under each decoder after the answer prefix: the sum over
-# its tokens of the decoder's own next-token log-probability (DP-ICL: the mixed distribution, from
-# the question's shared prefill; RAG: the LM's, and whether greedy emits it). The non-private RAG
-# also answers it once (a response reproduces the fact when the serial appears verbatim); DP-RAG
-# draws no response for it, its exact log-probability being the measurement.
+# the LM given the question and no document. Measured privacy: each planted fact (a serial number
+# held by exactly one document) is scored exactly under each decoder after the answer prefix: the
+# sum over its tokens of the decoder's own next-token log-probability (DP-ICL: the mixed
+# distribution, from the question's shared prefill; RAG: the LM's, and whether greedy emits it).
+# The non-private RAG also answers it once (a response reproduces the fact when the serial appears
+# verbatim); DP-RAG draws no response for it, its exact log-probability being the measurement.
 
 # %% tags=["parameters"]
 seed = 0

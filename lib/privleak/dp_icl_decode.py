@@ -130,10 +130,11 @@ class HeadStore:
     forwarded alone (batch 1, no padding), so its keys and values depend on its tokens only, never
     on the other rows or questions of a call: a question's responses stay a function of its own
     asks (what a checkpoint unit needs). Caches are kept up to `max_bytes` in all (default 4
-    GiB: SmolLM2-135M's thousand S4 documents take about 2.6 GiB in bfloat16), the least recently
-    used dropped first and forwarded again if asked for (None: no limit). Heads that begin with
-    `start` (the template before the document, the same in every document stream) forward only
-    the rest, on a copy of the start's cache, itself forwarded once."""
+    GiB: SmolLM2-135M's thousand S4 documents take about 2.6 GiB in bfloat16; a 3.8B LM's take
+    about 100 times more, so with it most heads are forwarded again for each question), the
+    least recently used dropped first and forwarded again if asked for (None: no limit). Heads
+    that begin with `start` (the template before the document, the same in every document
+    stream) forward only the rest, on a copy of the start's cache, itself forwarded once."""
 
     def __init__(self, model, max_bytes: int | None = 4 * 2**30, start: Sequence[int] = ()):
         require(max_bytes is None or max_bytes >= 1, "HeadStore max_bytes must be >= 1 or None")

@@ -5,10 +5,10 @@ The mechanisms live in `retrieval` (exact scores, the DP threshold and the docum
 `dp_icl` (the token mix) and `accounting` (the budget); this module wires them:
 - `split_budget`: a response's (epsilon, delta) split into the threshold's epsilon and a per-token
   epsilon, composed with `dp_accounting`;
-- `dp_rag_generate`: one public stream (the question alone) + one stream per retrieved document
-  (the official code's layout: the document in the system message, then the question), decoded
-  with the DP-ICL mix; each document's head is prefilled once and every question that retrieves
-  it forwards only its own turn on top (`dp_icl_decode`);
+- `dp_rag_generate`: one public stream (the question, no document) + one stream per retrieved
+  document (the official code's layout: the document in the system message, then the question),
+  decoded with the DP-ICL mix; each document's head is prefilled once and every question that
+  retrieves it forwards only its own turn on top (`dp_icl_decode`);
   `rag_generate`: the ordinary, non-private RAG (every retrieved document in one prompt), the
   epsilon = inf baseline;
 - `forced_logprobs` / `dp_icl_forced_logprobs`: the exact per-token log-probability of a forced
@@ -216,7 +216,8 @@ class Ask:
     """One DP-RAG request: a question answered from its retrieved documents under one setting.
     Its draws depend only on (seed, key, setting), never on the other requests of a call. With a
     `forced` target, its row also holds the target's exact per-token log-probs under the
-    decoder, read from the same prefill (`dp_icl_forced_logprobs` computes them alone)."""
+    decoder, read from the same prefill (`dp_icl_forced_logprobs` computes them alone, equal up
+    to float rounding)."""
 
     key: Hashable
     question: str
@@ -324,7 +325,7 @@ def dp_rag_generate(
     store: HeadStore | None = None,
 ) -> list[dict]:
     """DP-ICL responses, one row per ask: {tokens, text, sample_logprobs, public_logprobs (each
-    token's log-prob under the public stream: the LM given the question alone), documents,
+    token's log-prob under the public stream: the LM given the question, no document), documents,
     public_only}, and forced_logprobs for an ask with a forced target (an ask with sample False
     gets documents, public_only and forced_logprobs only).
 

@@ -3,10 +3,11 @@
 At a decode step each stream's query is one token, and its keys and values are the stream's
 cache. HF's SDPA path packs the grouped-query heads and calls PyTorch's CPU flash kernel, which
 for a single query costs about twice the plain computation below (3.5 against 1.9 ms a layer for
-154 streams of 207 cached tokens in bfloat16; `benchmarks/bench_dp_icl_shared.py`). `single_query`
-computes softmax(q k^T * scale + mask) v directly, the scores and the softmax in float32, for the
-forwards made through `SingleQueryModel`; any other forward (a prefill, a 2-D mask) goes to SDPA.
-The results equal SDPA's up to float rounding.
+154 streams of 207 cached tokens in bfloat16; benchmarks/README.md, "S4 in the official layout").
+`single_query` computes softmax(q k^T * scale + mask) v directly (q k^T in the model's dtype, its
+scaling, mask and softmax in float32) for the forwards made through `SingleQueryModel`; any other
+forward (a prefill, a 2-D mask) goes to SDPA. The results equal SDPA's up to float rounding. The
+DP-ICL decoder uses it on CPU only; on CUDA SDPA's kernels are the fast path.
 """
 
 from __future__ import annotations
