@@ -12,8 +12,9 @@
 # inconclusive and its note says what the interval over units alone reads. Guarantees (bounded
 # CID, the n-ISP bound, the per-token ε of bounded CID and DP-ICL on the audit's canaries) are
 # checked on every unit instead: one violation contradicts them. PAD's per-response ε is judged
-# against the audit's lower bound, which can contradict it but never confirm it.
-# No model runs here.
+# against the audit's lower bound, which can contradict it but never confirm it. The frontier's
+# comparisons (`comparisons`, `privleak.claims.frontier`) judge which defense leaks less at matched
+# utility on one task. No model runs here.
 
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
@@ -23,6 +24,9 @@ accounting = {"alpha": 10.0, "delta": 1e-5, "alphas": [5.0, 10.0, 20.0], "length
 leakage = {"repeat_min_words": 20, "rouge_rule": "pad",
            "rouge_thresholds": {"pad": 0.2, "zeng": 0.5}}  # fmt: skip
 domain = "AIRLINE"
+matched = {"share": 0.9}
+comparisons = [["pad", "static"], ["pad", "summ"], ["pad", "dist"], ["dp_icl", "pad"],
+               ["pad", "refusal"]]  # fmt: skip
 mia = {
     "models": "family",
     "members": "planted",
@@ -48,6 +52,7 @@ from privleak.claims import (
     s3,
     s4,
 )
+from privleak.claims import frontier as frontier_claims
 from privleak.claims import mia as mia_claims
 from privleak.claims.registry import bootstrapper, evaluate, mark_fragile
 from privleak.pipeline import paths
@@ -70,6 +75,7 @@ frames = {
     "s4": s4.load(paths.INTERIM),
     "audit": audit.load(paths.INTERIM),
     "mia": mia_claims.load(paths.INTERIM),
+    "frontier": frontier_claims.load(paths.INTERIM),
 }
 # S1 on the in-pipeline family resamples its training runs with the sequences when there are
 # min_units of them; pretrained models have one run by nature.
@@ -95,6 +101,7 @@ found = evaluate(
         *s4.findings(frames["s4"], boot),
         *audit.findings(frames["audit"], claims["alpha"]),
         *mia_claims.findings(frames["mia"], mia, claims, SEEDS),
+        *frontier_claims.findings(frames["frontier"], matched["share"], comparisons, claims),
     ]
 )
 found = mark_fragile(found, claims.get("fragile") or {})

@@ -91,6 +91,8 @@ STAGES = [
     "mia_references",
     "mia_score",
     "render_mia",
+    "frontier_generate",
+    "render_frontier",
     "render_claims",
     "report",
 ]
@@ -343,6 +345,17 @@ def _paper_params(
     # Two workers: the stage's own process path (its job and arguments pickled), not the loop.
     params["mia"]["paper"] |= {"models": [lms["llama"], lms["opt"]], "reference": lms["llama"],
                                "batch_size": 4, "workers": 2}  # fmt: skip
+    # The frontier on S4's export (no planted secrets: its records' patient names), one setting a
+    # defense, S4's chat LM
+    frontier = params["frontier"]["paper"]
+    frontier |= {"units": 1, "top_contexts": 2, "max_batch_streams": 16,
+                 "defenses": {"static": [1.0], "pad": [0.2], "cid": [0.5], "bounded_cid": [1.0],
+                              "dp_icl": [5.0], "dist": [1.0], "summ": [], "redact_keyword": [],
+                              "redact_classifier": [0.5]},
+                 "comparisons": [["pad", "static"], ["dp_icl", "refusal"]]}  # fmt: skip
+    frontier["attack"] |= {"max_new_tokens": 16}  # the byte-level BPE spends 8 tokens on a name
+    frontier["summary"] |= {"max_new_tokens": 4}
+    frontier["redaction"]["classifier"] |= {"train_documents": 10}
     return params
 
 
@@ -478,6 +491,16 @@ def test_the_report_shows_every_card_and_claim_under_the_paper_profile(paper_roo
     for claim in pd.read_csv(paper_root / "figures" / "claims" / "claims.csv")["id"]:
         assert page.count(f'<b class="claim-id">{claim}</b>') == 1, claim
     assert "Profile <b>paper</b>" in page
+
+
+def test_the_frontier_attacks_the_exports_patient_names_under_every_defense(paper_root):
+    generated = paper_root / "data" / "interim" / "frontier" / "generate"
+    leakage = pd.read_parquet(generated / "leakage.parquet")
+    points = pd.read_parquet(generated / "points.parquet")
+    assert set(leakage["kind"]) == {"name"} and len(leakage) >= len(points)
+    assert set(leakage["point"]) == set(points["point"])
+    matched = pd.read_csv(paper_root / "figures" / "frontier" / "frontier_matched.csv")
+    assert {"refusal", "dp_icl", "pad"} <= set(matched["defense"])
 
 
 def test_mia_scores_the_listed_models_on_the_paper_profiles_member_files(paper_root):

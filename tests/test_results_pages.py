@@ -1,13 +1,14 @@
 """The results pages quote the committed run, and cannot drift from it.
 
-docs/results/s2.md, s3.md, s4.md and audit.md write every number they quote in checked forms:
+docs/results/s2.md, s3.md, s4.md, audit.md and frontier.md write every number they quote in checked
+forms:
 - a claim: `` `<paper>.<id>`: <effect> [<low>, <high>], <verdict> `` against metrics/claims.json;
 - a tally: ``S<k> claims: <n> rows: <r> reproduced, <c> contradicted, <i> inconclusive`` against
   the s<k>.* claims of the same file;
 - a Table 1 cell: `` `<corpus>/<method>/<column>` = <value> `` against metrics/s2.json's table1
   (the committed copy of figures/s2/s2_table1);
 - any other metric: `` `<name>.json[<key>][<key>]...` = <value> `` against metrics/<name>.json
-  (s2.json, s3.json, s4.json, audit.json; an integer key indexes a list).
+  (s2.json, s3.json, s4.json, audit.json, frontier.json; an integer key indexes a list).
 Each value must equal the committed one, rounded to the decimals the page shows. The metrics files
 are committed with every run (`dvc.yaml`: cache false), so a fresh clone checks them too.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("s2.md", "s3.md", "s4.md", "audit.md")
+PAGES = ("s2.md", "s3.md", "s4.md", "audit.md", "frontier.md")
 CLAIM_ID = r"(?:s[0-4]|mia)\.[\w.=\-]+"
 NUMBER = r"[+\-−]?\d*\.?\d+(?:e[+\-]?\d+)?"
 CLAIM = re.compile(

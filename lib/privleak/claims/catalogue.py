@@ -11,7 +11,7 @@ joins their findings with this catalogue and judges them (docs/design.md §8).
 from __future__ import annotations
 
 from privleak.claims.catalogue_s0_s1 import SPECS_S0_S1
-from privleak.claims.spec import MIA, S2, S3, S4, Spec
+from privleak.claims.spec import FRONTIER, MIA, S2, S3, S4, Spec
 
 MIA_NOTE = (
     "not a claim of the five papers: the MIA literature's finding, paraphrased, judged on the "
@@ -22,6 +22,20 @@ MIA_NOTE = (
 S3_STAND_IN = (
     "the classifier policy of the smoke and embedded profiles fine-tunes the tiny family LM, a "
     "stand-in for the official fine-tuned roberta-base"
+)
+
+FRONTIER_EFFECT = (
+    "cued secret mass of an extraction response (Σ P(secret | the words before it in its "
+    "document) over the secrets its contexts expose; exact, certified bounds for Static and PAD) "
+    "under {a} minus under {b}, each the least over the randomised mixtures of its settings "
+    "with accuracy at least {share:g} × the undefended accuracy"
+)
+FRONTIER_NOTE = (
+    "one task for every defense (S4's store and LM, the units' top contexts); refusal: answer "
+    "undefended with probability q, else refuse; DP-ICL's ε is its token mechanism's given the "
+    "contexts (no DP threshold); the keyword policy lists the store's patient names, the "
+    "classifier policy is trained on planted secrets of documents no unit retrieves; the rest in "
+    "docs/results/frontier.md"
 )
 
 # Sentences that two kinds of claim test.
@@ -376,6 +390,30 @@ SPECS = (
         unit="canaries",
         note="the retrieval threshold is held fixed (the token law is audited) and the audit's "
         "stores are its own (figures/audit); exact on the audited pairs, which is all it can show",
+    ),
+    # ---- the frontier: every defense on one task, leakage at matched utility
+    Spec(
+        id="s2.frontier.pad_over_{b}",
+        paper=S2,
+        quote="When compared to stronger privacy baselines such as Summ., Dist., and Static, PAD "
+        "consistently demonstrates the best balance between privacy and utility",
+        where="§4.2 (Utility Preservation)",
+        effect=FRONTIER_EFFECT,
+        direction="-",
+        unit="questions (utility and attack on the same contexts)",
+        note=FRONTIER_NOTE + "; the paper compares each method at one setting, with utility as "
+        "PPL and leakage as Repeat and ROUGE prompt counts; the frontier at matched accuracy, "
+        "with the secrets' probabilities",
+    ),
+    Spec(
+        id="s4.frontier.{a}_over_{b}",
+        paper=FRONTIER,
+        quote="{a} leaks less than {b} at matched utility",
+        where="the frontier's comparison: no paper puts these defenses on one task",
+        effect=FRONTIER_EFFECT,
+        direction="-",
+        unit="questions (utility and attack on the same contexts)",
+        note=FRONTIER_NOTE,
     ),
     # ---- MIA: the standard membership-inference findings, on the family (known membership)
     Spec(

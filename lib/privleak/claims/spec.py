@@ -10,6 +10,7 @@ S2 = "S2 (Wang et al.)"
 S3 = "S3 (Safe generation in multi-domain dialogs)"
 S4 = "S4 (Grislain)"
 MIA = "MIA (standard findings)"
+FRONTIER = "Frontier (across defenses)"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from privleak.pipeline.schema.base import (
 from privleak.pipeline.schema.data import GENERATORS, Slot
 from privleak.pipeline.schema.family import FAMILY_DIR, Family
 from privleak.pipeline.schema.foundation import EMBEDDED_LMS, Claims, ContextGain, Figures, Models
+from privleak.pipeline.schema.frontier import Frontier
 from privleak.pipeline.schema.mia import MIA_METHODS, Mia
 from privleak.pipeline.schema.s0 import S0
 from privleak.pipeline.schema.s1 import S1
@@ -49,6 +50,7 @@ class Params(Strict):
     audit: per_profile(Audit, "AuditGroup")
     conformance: per_profile(Conformance, "ConformanceGroup")
     mia: per_profile(Mia, "MiaGroup")
+    frontier: per_profile(Frontier, "FrontierGroup")
     claims: per_profile(Claims, "ClaimsGroup")
 
     @model_validator(mode="after")
@@ -60,6 +62,7 @@ class Params(Strict):
             _check_family(self, profile)
             _check_s3_base(self, profile)
             _check_mia(self, profile)
+            _check_frontier(self, profile)
         return self
 
 
@@ -158,6 +161,15 @@ def _check_s3_base(params: Params, p: str) -> None:
                 f"s3.{p}.base",
                 value=base,
             )
+
+
+def _check_frontier(params: Params, p: str) -> None:
+    """The frontier's contexts are among those s4 retrieves for the non-private RAG."""
+    top, rag_k = getattr(params.frontier, p).top_contexts, getattr(params.s4, p).generation.rag_k
+    if top > rag_k:
+        raise fail(f"must be <= s4.{p}.generation.rag_k ({rag_k}): a unit's contexts are the "
+                   "first of s4_retrieve's top documents", f"frontier.{p}.top_contexts",
+                   value=top)  # fmt: skip
 
 
 def _check_mia(params: Params, p: str) -> None:
