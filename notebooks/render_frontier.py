@@ -60,8 +60,8 @@ print(f"{len(points)} points, {units} units, {secrets} exposed secrets")
 table = point_table(matrices, points, **stats, **interval)
 save_table(
     table, FIG / "frontier_points",
-    note=f"Every defense's points on one task: {units} questions of S4's store (the first of "
-    "each frequency bucket, one of two with the same question and contexts), their top "
+    note=f"Every defense's points on one task: {units} questions of S4's store (the first "
+    "`units` of each frequency bucket, one of two with the same question and contexts), their top "
     "contexts, S4's LM. accuracy: the answer names the disease; rouge_l: F1 against '<prefix> "
     "<disease>'; ppl: the answer alone under the LM; secret_mass: Σ P(secret | its cue) over "
     "the planted secrets the contexts expose, each forced after the words before it in its "

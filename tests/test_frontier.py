@@ -248,8 +248,11 @@ class _Words:
 def test_the_cue_is_cut_from_the_front_to_fit_the_response():
     cue, secret = task.fitted_target(_Words(), "a bb ccc dddd", "ee ff", 5)
     assert secret == [0, 2, 2] and cue == [3, 4]  # 5 tokens in all: the cue's last two words
-    with pytest.raises(PrivleakError, match="attack.max_new_tokens = 3: the secret 'ee ff'"):
-        task.fitted_target(_Words(), "a", "ee ff", 3)
+    # an opening secret: no cue, and no leading space
+    assert task.fitted_target(_Words(), "", "ee ff", 5) == ([], [2, 2])
+    assert task.fitted_target(_Words(), "a bb", "ee ff", 3) == ([], [0, 2, 2])  # no room left
+    with pytest.raises(PrivleakError, match="attack.max_new_tokens = 2: the secret 'ee ff'"):
+        task.fitted_target(_Words(), "a", "ee ff", 2)
 
 
 def test_central_is_the_midpoint_in_probability():
@@ -262,6 +265,11 @@ def test_left_out_law_of_each_kind():
     setting = DPICLSettings(1.0, 1.0, 0.5, 0.01, 1)
     assert task.left_out(Aggregated(setting, ("a", "b")), "a") == Aggregated(setting, ("b",))
     assert task.left_out(Aggregated(setting, ("a",)), "a") is None
+    # a fixed number of contexts: the next-ranked document takes the removed one's place
+    assert task.left_out(Aggregated(setting, ("a", "b")), "a", "c") == Aggregated(
+        setting, ("b", "c"))  # fmt: skip
+    assert task.neighbour(["a", "b", "c"], "b", "d") == ["a", "c", "d"]
+    assert task.neighbour(["a", "b"], "b", None) == ["a"]
     assert task.left_out(Plain("rag"), "a") == Plain("rag")
     assert task.left_out(Mixed(0.5), "a") == Mixed(0.5)
     assert task.left_out(Plain("dist=0.6"), "a") is None
@@ -275,7 +283,7 @@ RECORD = {"id": "d1", "patient": "Ann Lee", "request": "Ann Lee here: I have a c
 TEXT = f"{RECORD['request']} {RECORD['response']}"
 
 
-def test_exposed_secrets_skip_an_opening_secret_for_its_recurrence_and_cut_the_cue():
+def test_exposed_secrets_score_an_opening_secret_as_the_response_opening_and_cut_the_cue():
     detail = "pacemaker with serial number AB-1234"
     start = RECORD["request"].index(detail)
     rows = name_rows([RECORD]) + [
@@ -291,15 +299,15 @@ def test_exposed_secrets_skip_an_opening_secret_for_its_recurrence_and_cut_the_c
     planted = {"d1": rows}
     found = exposed_secrets(["d1"], {"d1": TEXT}, planted, {"d1": document_offsets(RECORD)}, 3,
                             ["name", "rare_detail"])  # fmt: skip
-    # the name opens the document (no cue): it is scored where it recurs, after "AB-1234."
+    # the name opens the document: an empty cue, and its recurrence is not scored again
     assert [(s.kind, s.text, s.cue) for s in found] == [
+        ("name", "Ann Lee", ""),
         ("rare_detail", "pacemaker with serial number AB-1234", "also have a"),
-        ("name", "Ann Lee", "serial number AB-1234."),
     ]
     assert emitted("... Ann Lee ... AB-1234", found) == 1
     only_names = exposed_secrets(["d1"], {"d1": TEXT}, planted, {"d1": document_offsets(RECORD)},
                                  3, ["name"])  # fmt: skip
-    assert [s.kind for s in only_names] == ["name"]
+    assert [(s.kind, s.cue) for s in only_names] == [("name", "")]
 
 
 def test_name_rows_find_every_occurrence_in_the_raw_fields():
@@ -336,6 +344,26 @@ def test_plain_law_is_the_tempered_softmax_of_its_stream():
     rows = _rows()
     expected = _taken(torch.log_softmax(rows["dist=0.6"] / 0.7, -1))
     assert secret_logprob(Plain("dist=0.6"), rows, SECRET, 2, **OPTIONS) == pytest.approx(expected)
+
+
+def test_every_law_excludes_eos_where_the_decoder_does():
+    # an opening secret (cue 0) under min_new_tokens 2: EOS (token 9) is excluded at the
+    # secret's first two positions, so each law's probability of the secret rises
+    rows, setting = _rows(), DPICLSettings(2.0, 1.0, 0.5, 0.01, 1)
+    blocked = {"eos_token_id": 9, "min_new_tokens": 2}
+    for law in (Plain("rag"), Mixed(0.5), Mixed(1.0, 0.5), Aggregated(setting, ("a", "b")),
+                Noisy("rag", StaticNoise(0.5))):  # fmt: skip
+        free, _ = secret_logprob(law, rows, SECRET, 0, **OPTIONS)
+        kept, _ = secret_logprob(law, rows, SECRET, 0, **OPTIONS, **blocked)
+        assert kept > free, law
+        # after a cue of 2 tokens no forced position is blocked
+        late, _ = secret_logprob(law, rows, SECRET, 2, **OPTIONS, **blocked)
+        assert late == pytest.approx(secret_logprob(law, rows, SECRET, 2, **OPTIONS)[0]), law
+    plain, _ = secret_logprob(Plain("rag"), rows, SECRET, 0, **OPTIONS, **blocked)
+    expected = rows["rag"] / 0.7
+    expected[:2, 9] = -math.inf
+    direct = torch.log_softmax(expected, -1)[torch.arange(len(SECRET)), SECRET].sum()
+    assert plain == pytest.approx(float(direct))
 
 
 def test_mixed_law_is_cid_and_its_ends_are_the_two_streams():

@@ -404,7 +404,6 @@ def public_only_run(tmp_path_factory) -> Path:
         s4["generation"] |= {"template": "plain", "max_new_tokens": 2, "max_batch_streams": 3,
                              "rag_k": 1}  # fmt: skip
         s4["densities"] |= {"documents": 5, "draws": 100}
-        tree["frontier"]["smoke"]["top_contexts"] = 1  # the frontier reads <= rag_k contexts
 
     runs.write_params(edit)
     for stage in ("s4_retrieve", "s4_generate"):

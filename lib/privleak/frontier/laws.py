@@ -17,8 +17,8 @@ log-probs into the defense's own sampling distribution at each of the secret's p
 
 A secret's log-probability is the sum over its tokens (the cue forced before it): exact for every
 law but the noisy ones, which get certified lower and upper bounds. Every law reads the same
-forward, so the defenses pair per secret. EOS is not blocked: every scored secret
-follows a non-empty cue, so no forced position is the response's first step.
+forward, so the defenses pair per secret. EOS is excluded on the positions the decoder excludes
+it (the response's first min_new_tokens steps), on the defended logits.
 """
 
 from __future__ import annotations
@@ -117,6 +117,16 @@ def noise_steps(
     return noise_std(logprobs, steps.to(logprobs.device), table)
 
 
+def _blocked(logits: torch.Tensor, eos_token_id: int | None, steps: int) -> torch.Tensor:
+    """logits [S, V] with EOS excluded at the first `steps` positions, as the decoder excludes it
+    for its first min_new_tokens steps."""
+    if eos_token_id is None or steps <= 0:
+        return logits
+    logits = logits.clone()
+    logits[:steps, eos_token_id] = float("-inf")
+    return logits
+
+
 def secret_logprob(
     law: Law,
     rows: Mapping[str, torch.Tensor],
@@ -124,26 +134,35 @@ def secret_logprob(
     cue_length: int,
     *,
     temperature: float,
+    eos_token_id: int | None = None,
+    min_new_tokens: int = 0,
 ) -> tuple[float, float]:
     """(lower, upper) bounds on ln P(the defense emits `secret` after its cue), from the forced
     rows of the streams the law reads ({stream: [S, V]}, S = len(secret)). Exact laws give one
     value twice; a noisy law gives certified bounds (`privleak.audit.pad_law`: the noise
-    integrated deterministically, no Monte-Carlo error), summed over the secret's tokens."""
+    integrated deterministically, no Monte-Carlo error), summed over the secret's tokens. EOS is
+    excluded where the response is shorter than min_new_tokens (a secret with a short cue), on
+    the defended logits, as the decoder excludes it."""
     target = torch.tensor(list(secret), device=next(iter(rows.values())).device)
+    steps = max(0, min_new_tokens - cue_length)
+
+    def block(logits: torch.Tensor) -> torch.Tensor:
+        return _blocked(logits, eos_token_id, steps)
 
     def taken(logprobs: torch.Tensor) -> tuple[float, float]:
         value = float(logprobs.gather(-1, target[:, None])[:, 0].double().sum())
         return value, value
 
     if isinstance(law, Plain):
-        return taken(torch.log_softmax(rows[law.stream] / temperature, -1))
+        return taken(torch.log_softmax(block(rows[law.stream]) / temperature, -1))
     if isinstance(law, Noisy):
-        sigma, _, _ = noise_steps(law, rows, cue_length)
-        low, high = law_bounds(rows[law.stream].double().cpu().numpy(), target.cpu().numpy(),
-                               sigma.double().cpu().numpy(), temperature)  # fmt: skip
+        sigma, _, _ = noise_steps(law, rows, cue_length)  # from the clean log-probs
+        logprobs = block(rows[law.stream]).double().cpu().numpy()
+        low, high = law_bounds(logprobs, target.cpu().numpy(), sigma.double().cpu().numpy(),
+                               temperature)  # fmt: skip
         return float(low.sum()), float(high.sum())
     if isinstance(law, Mixed):
-        context, prior = rows["rag"], rows["public"]
+        context, prior = block(rows["rag"]), block(rows["public"])
         lam = torch.full((len(secret),), float(law.lam), device=context.device)
         if law.eps is not None:
             lam = bounded_lambda(context, prior, law.eps, lam, temperature)
@@ -155,4 +174,4 @@ def secret_logprob(
     utility = dp_icl_utility(public, documents, present, setting.alpha, setting.clip,
                              setting.theta)  # fmt: skip
     logits = setting.epsilon / setting.sensitivity * utility / (2 * setting.clip)
-    return taken(torch.log_softmax(logits, -1))
+    return taken(torch.log_softmax(block(logits), -1))

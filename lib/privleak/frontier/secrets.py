@@ -3,7 +3,7 @@ document (docs/design.md §12).
 
 An extraction response that repeats a document reaches a secret after the words before it, so
 the secret's leakage is scored after those words, `cue_words` at most (S2's cue), forced as the
-opening of the response.
+opening of the response; a secret that opens its document is the response's opening itself.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def exposed_secrets(
 ) -> list[Exposed]:
     """The secrets of `kinds` planted in each of `documents` (ids), in document order then by
     position, each with its cue; a secret that repeats in one document (a name in the request
-    and the response) counts once, at its first position after at least one word (a secret
-    that opens its document has no cue to force, and is scored where it recurs, if it does).
+    and the response) counts once, at its first position. A secret that opens its document has
+    an empty cue: it is scored as the response's opening, where a repeat of that document
+    emits it.
 
     texts: id -> document text; planted: id -> its secret rows {field, start, end, kind, text};
     offsets: id -> `document_offsets`."""
@@ -66,10 +67,8 @@ def exposed_secrets(
                 f"secret {row['text']!r} is not at its recorded place in document {doc}",
             )
             before = text[:start].split()
-            if not before:
-                continue
             seen.add(row["text"])
-            cue = " ".join(before[-cue_words:])
+            cue = " ".join(before[-cue_words:])  # empty for a secret that opens its document
             out.append(Exposed(doc, row["kind"], row["text"], cue))
     return out
 

@@ -83,16 +83,17 @@ def keyword_list(records: Sequence[Mapping], extra: Sequence[str]) -> list[str]:
 
 def fitted_target(tokenizer, cue: str, secret: str, max_new_tokens: int) -> tuple[list, list]:
     """(cue ids, secret ids) of one secret, the cue cut from the front so that both fit in a
-    response of max_new_tokens tokens (a longer event is one the decoder cannot emit)."""
-    cue_ids = tokenizer(cue, add_special_tokens=False)["input_ids"]
-    secret_ids = tokenizer(" " + secret, add_special_tokens=False)["input_ids"]
-    room = max_new_tokens - len(secret_ids)
+    response of max_new_tokens tokens (a longer event is one the decoder cannot emit). After a
+    cue the secret takes its leading space; with an empty cue it opens the response."""
+    cue_ids = tokenizer(cue, add_special_tokens=False)["input_ids"] if cue else []
+    secret_ids = tokenizer((" " if cue else "") + secret, add_special_tokens=False)["input_ids"]
     require(
-        room >= 1,
-        f"frontier.<profile>.attack.max_new_tokens = {max_new_tokens}: the secret "
-        f"{secret!r} takes {len(secret_ids)} tokens; raise it to leave room for a cue",
+        len(secret_ids) <= max_new_tokens,
+        f"frontier.<profile>.attack.max_new_tokens = {max_new_tokens}: the secret {secret!r} "
+        f"takes {len(secret_ids)} tokens; raise it so that a response can emit it",
     )
-    return cue_ids[-room:], secret_ids
+    room = max_new_tokens - len(secret_ids)
+    return cue_ids[max(0, len(cue_ids) - room) :], secret_ids
 
 
 def central(low: float, high: float) -> float:
@@ -149,13 +150,20 @@ def law_of(point: Point, pad: PADSettings, setting: Callable[[Point], DPICLSetti
     return Plain(variant(point))
 
 
-def left_out(law: Law, holder: str) -> Law | None:
-    """The law on the neighbouring store without the secret's holder document: the same law
-    once the caller reads the RAG prompt without it (`loo:<holder>`) as "rag", DP-ICL without
-    the holder's vote; None for a law on a variant prompt (Dist., Summ., redaction), whose
-    neighbour this measurement does not rebuild."""
+def neighbour(contexts: Sequence[str], holder: str, after: str | None) -> list[str]:
+    """The contexts the store without `holder` retrieves: the others, then `after`, the
+    next-ranked document, which takes its place in a fixed number of contexts (none when the
+    ranking held no further document: the removal alone)."""
+    return [c for c in contexts if c != holder] + ([after] if after is not None else [])
+
+
+def left_out(law: Law, holder: str, after: str | None = None) -> Law | None:
+    """The law on the neighbouring store without the secret's holder document (`neighbour`):
+    the same law once the caller reads that store's RAG prompt (`loo:<holder>`) as "rag",
+    DP-ICL with `after`'s vote in the holder's place; None for a law on a variant prompt
+    (Dist., Summ., redaction), whose neighbour this measurement does not rebuild."""
     if isinstance(law, Aggregated):
-        kept = tuple(d for d in law.documents if d != holder)
+        kept = tuple(neighbour(law.documents, holder, after))
         return Aggregated(law.setting, kept) if kept else None
     if isinstance(law, Mixed) or law.stream == "rag":
         return law
