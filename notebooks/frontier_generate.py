@@ -101,7 +101,7 @@ from privleak.frontier.secrets import document_offsets, emitted, exposed_secrets
 from privleak.metrics.fluency import response_nll
 from privleak.metrics.text import rouge_l, sentences
 from privleak.pad import PADSettings, response_budget
-from privleak.pad_rag import condensed_context, encode_prompt, summary_prompt
+from privleak.pad_rag import condensed_context, distance_filtered, encode_prompt, summary_prompt
 from privleak.pipeline import checkpoint, paths
 from privleak.policies import KeywordPolicy, redact
 
@@ -224,8 +224,8 @@ def documents_of(point_variant: str, kind: str, q: str) -> list[tuple[str, str]]
     if point_variant == "rag":
         return [(i, texts[i]) for i in ids]
     if point_variant.startswith("dist="):
-        threshold = float(point_variant.split("=")[1])
-        return [(i, texts[i]) for i in ids if distances[kind][q][i] <= threshold]
+        kept = distance_filtered(ids, distances[kind][q], float(point_variant.split("=")[1]))
+        return [(i, texts[i]) for i in kept]
     if point_variant == "summ":
         return [(i, condensed[(kind, q, i)]) for i in ids if condensed[(kind, q, i)] is not None]
     return [(i, redacted[(point_variant, i)]) for i in ids]

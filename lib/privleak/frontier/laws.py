@@ -31,7 +31,7 @@ import torch
 from privleak.audit.forced import chunks, forced_rows, prefill
 from privleak.audit.pad_law import law_bounds
 from privleak.batching import ForwardCounter
-from privleak.cid import bounded_lambda, cid_logprobs
+from privleak.cid import block_eos, bounded_lambda, cid_logprobs
 from privleak.dp_icl import dp_icl_utility
 from privleak.dp_rag import DPICLSettings
 from privleak.errors import require
@@ -117,16 +117,6 @@ def noise_steps(
     return noise_std(logprobs, steps.to(logprobs.device), table)
 
 
-def _blocked(logits: torch.Tensor, eos_token_id: int | None, steps: int) -> torch.Tensor:
-    """logits [S, V] with EOS excluded at the first `steps` positions, as the decoder excludes it
-    for its first min_new_tokens steps."""
-    if eos_token_id is None or steps <= 0:
-        return logits
-    logits = logits.clone()
-    logits[:steps, eos_token_id] = float("-inf")
-    return logits
-
-
 def secret_logprob(
     law: Law,
     rows: Mapping[str, torch.Tensor],
@@ -144,10 +134,10 @@ def secret_logprob(
     excluded where the response is shorter than min_new_tokens (a secret with a short cue), on
     the defended logits, as the decoder excludes it."""
     target = torch.tensor(list(secret), device=next(iter(rows.values())).device)
-    steps = max(0, min_new_tokens - cue_length)
+    blocked = torch.arange(len(secret), device=target.device) < min_new_tokens - cue_length
 
     def block(logits: torch.Tensor) -> torch.Tensor:
-        return _blocked(logits, eos_token_id, steps)
+        return block_eos(logits, eos_token_id, blocked)
 
     def taken(logprobs: torch.Tensor) -> tuple[float, float]:
         value = float(logprobs.gather(-1, target[:, None])[:, 0].double().sum())
