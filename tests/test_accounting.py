@@ -69,11 +69,21 @@ def test_one_step_matches_the_closed_form():
     assert acc.composed_epsilon([(1.0, 1)], 1e-3) == pytest.approx(expected, abs=3e-4)
 
 
-@pytest.mark.parametrize(("epsilon", "count", "delta"), [(0.5, 3, 1e-5), (0.2, 10, 1e-3)])
+@pytest.mark.parametrize(
+    ("epsilon", "count", "delta"), [(0.5, 3, 1e-5), (0.2, 10, 1e-3), (3.0, 16, 1e-5)]
+)
 def test_composition_matches_the_optimal_composition_theorem(epsilon, count, delta):
     composed = acc.composed_epsilon([(epsilon, count)], delta)
     assert optimal_delta(epsilon, count, composed) <= delta * (1 + 1e-6)
     assert optimal_delta(epsilon, count, composed - 2e-3) > delta
+
+
+def test_sparse_composition_equals_dp_accountings_self_composition(monkeypatch):
+    settings = [(0.3, 1e-5, 40), (6.25, 1e-5, 16)]
+    sparse = [acc.composed_epsilon([(eps, count)], delta) for eps, delta, count in settings]
+    monkeypatch.setattr(acc, "SPARSE_COMPOSITIONS", 0)
+    dense = [acc.composed_epsilon([(eps, count)], delta) for eps, delta, count in settings]
+    assert sparse == pytest.approx(dense, rel=1e-9)
 
 
 def test_many_small_steps_compose_below_their_sum_and_the_advanced_bound():
