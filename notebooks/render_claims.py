@@ -14,7 +14,8 @@
 # checked on every unit instead: one violation contradicts them. PAD's per-response ε is judged
 # against the audit's lower bound, which can contradict it but never confirm it. The frontier's
 # comparisons (`comparisons`, `privleak.claims.frontier`) judge which defense leaks less at matched
-# utility on one task. No model runs here.
+# utility on one task. Beside each verdict, the verdicts adjusted for each paper's number of claims
+# (Holm and Benjamini-Yekutieli, `privleak.claims.multiplicity`). No model runs here.
 
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
@@ -41,9 +42,10 @@ mia = {
 
 # %%
 from privleak.claims import (
+    adjusted_lines,
     audit,
-    claims_frame,
     counts,
+    judged_frame,
     markdown,
     metrics_json,
     s0,
@@ -105,7 +107,7 @@ found = evaluate(
     ]
 )
 found = mark_fragile(found, claims.get("fragile") or {})
-frame = claims_frame(found)
+frame = judged_frame(found, claims["alpha"])
 counts(found)
 
 # %% [markdown]
@@ -115,6 +117,14 @@ counts(found)
 frame.pivot_table(index="paper", columns="verdict", values="id", aggfunc="count", fill_value=0)
 
 # %% [markdown]
+# ## Adjusted for each paper's number of claims
+# Reproduced / contradicted / inconclusive per paper key, per claim and after Holm's and
+# Benjamini-Yekutieli's adjustments over the paper's claims (`privleak.claims.multiplicity`).
+
+# %%
+print("\n".join(adjusted_lines(frame)))
+
+# %% [markdown]
 # ## Save: figures/claims/claims.{md,csv}, metrics/claims.json
 
 # %%
@@ -122,5 +132,5 @@ OUT.mkdir(parents=True, exist_ok=True)
 frame.to_csv(OUT / "claims.csv", index=False)
 (OUT / "claims.md").write_text(markdown(found, claims["alpha"]))
 paths.METRICS.mkdir(parents=True, exist_ok=True)
-(paths.METRICS / "claims.json").write_text(metrics_json(found))
-frame[["id", "effect", "ci_low", "ci_high", "verdict"]]
+(paths.METRICS / "claims.json").write_text(metrics_json(found, claims["alpha"]))
+frame[["id", "effect", "ci_low", "ci_high", "verdict", "holm", "fdr_by"]]

@@ -104,14 +104,18 @@ def test_claim_files_are_sorted_rounded_and_deterministic():
     frame = cl.claims_frame(found)
     assert list(frame["id"]) == ["s0.a", "s0.c", "s1.b"]
     assert frame.loc[0, "ci_low"] == 0.123457
-    body = json.loads(cl.metrics_json(found))
+    body = json.loads(cl.metrics_json(found, 0.05))
     assert body["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 1}
     assert body["total"] == 3
-    assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive"}
-    assert cl.metrics_json(found) == cl.metrics_json(list(reversed(found)))
+    assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive",
+                                      "holm": "inconclusive", "fdr_by": "inconclusive"}  # fmt: skip
+    assert body["adjusted"]["holm"]["s1"] == {"reproduced": 0, "contradicted": 1, "inconclusive": 0}
+    assert cl.metrics_json(found, 0.05) == cl.metrics_json(list(reversed(found)), 0.05)
     page = cl.markdown(found, alpha=0.05)
     assert "3 claims: 1 reproduced, 1 contradicted, 1 inconclusive" in page
-    assert "| s0.c | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | **inconclusive** |" in page
+    row = "| s0.c | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | **inconclusive** | inconclusive |"
+    assert row in page
+    assert "| s1 | 0 / 1 / 0 | 0 / 1 / 0 | 0 / 1 / 0 |" in page
     assert page == cl.markdown(list(reversed(found)), alpha=0.05)
     with pytest.raises(PrivleakError, match="claim ids must be unique"):
         cl.claims_frame(found + [claim("s0.a", 0.1, 0.2)])

@@ -212,6 +212,8 @@ CLAIMS = pd.DataFrame(
         "id": ["s3.x.a", "s3.x.b"],
         "spec": ["s3.x", "s3.x"],
         "verdict": ["reproduced", "inconclusive"],
+        "holm": ["inconclusive", "inconclusive"],
+        "fdr_by": ["reproduced", "inconclusive"],
         "note": ["", None],
         "quote": "q",
         "where": "Fig. 1",
@@ -255,6 +257,8 @@ def test_a_card_carries_its_claims_rows_and_stage(figures):
     assert cards.verdict_counts(built) == {"reproduced": 1, "contradicted": 0, "inconclusive": 1}
     summary = cards.summary([built])
     assert summary["reproduced"] == 1 and summary["inconclusive"] == 1
+    assert (summary["holm reproduced"], summary["holm inconclusive"]) == (0, 2)
+    assert (summary["fdr_by reproduced"], summary["fdr_by inconclusive"]) == (1, 1)
     assert summary["paper numbers"] == 1 and summary["with ours"] == 0
     assert summary["agrees"] == 1 and summary["cards"] == 1
 

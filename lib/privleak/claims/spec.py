@@ -1,4 +1,4 @@
-"""A claim spec (one kind of claim of the catalogue) and the papers' labels."""
+"""A claim spec (one kind of claim of the catalogue), the papers' labels and the verdicts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ S3 = "S3 (Safe generation in multi-domain dialogs)"
 S4 = "S4 (Grislain)"
 MIA = "MIA (standard findings)"
 FRONTIER = "Frontier (across defenses)"
+
+REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
+VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)

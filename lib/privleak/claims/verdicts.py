@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
 
+from privleak.claims.multiplicity import ADJUSTMENTS, adjusted, adjusted_counts
+from privleak.claims.spec import CONTRADICTED, INCONCLUSIVE, REPRODUCED, VERDICTS
 from privleak.claims.stats import Estimate
 from privleak.errors import require
 
-REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
-VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
 DIRECTIONS = ("+", "-")  # the paper says the effect is above (+) or below (-) the null
 NO_SENTENCE = "no paper sentence: privleak's extension"  # a claim whose spec quotes nothing
 
@@ -157,19 +157,33 @@ def counts(claims: Iterable[Claim]) -> dict[str, int]:
     return {v: found.count(v) for v in VERDICTS}
 
 
-def metrics_json(claims: Iterable[Claim]) -> str:
-    """metrics/claims.json: per claim its effect, interval and verdict (null where there is no
-    number), counts per verdict and the total."""
+def judged_frame(claims: Iterable[Claim], alpha: float) -> pd.DataFrame:
+    """`claims_frame` with each claim's p-value and its verdicts adjusted per paper
+    (`privleak.claims.multiplicity`: `holm`, `fdr_by`)."""
+    return adjusted(claims_frame(claims), alpha)
+
+
+def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
+    """metrics/claims.json: per claim its effect, interval, verdict and adjusted verdicts (null
+    where there is no number), counts per verdict, the total, and per adjustment each paper's
+    counts."""
+    frame = judged_frame(claims, alpha).set_index("id")
     ordered = _sorted(claims)
     per_claim = {
         c.id: {
             "effect": _number(c.effect),
             "ci": [_number(c.ci_low), _number(c.ci_high)],
             "verdict": c.verdict,
+            **{method: frame.at[c.id, method] for method in ADJUSTMENTS},
         }
         for c in ordered
     }
-    body = {"claims": per_claim, "counts": counts(ordered), "total": len(ordered)}
+    body = {
+        "claims": per_claim,
+        "counts": counts(ordered),
+        "total": len(ordered),
+        "adjusted": adjusted_counts(frame.reset_index()),
+    }
     return json.dumps(body, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
@@ -177,10 +191,30 @@ def _show(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "n/a"
 
 
+def adjusted_lines(frame: pd.DataFrame) -> list[str]:
+    """The adjusted counts of a `judged_frame` as a markdown table, a row per paper key."""
+    tallies = adjusted_counts(frame)
+    lines = [
+        "| paper | per claim | Holm (family-wise) | Benjamini-Yekutieli (false discovery) |",
+        "|---|---|---|---|",
+    ]
+    family = frame["id"].str.split(".").str[0]
+    for key in sorted(family.unique()):
+        raw = {v: int((frame.loc[family == key, "verdict"] == v).sum()) for v in VERDICTS}
+        cells = [raw, tallies["holm"][key], tallies["fdr_by"][key]]
+        lines.append(
+            f"| {key} | "
+            + " | ".join(f"{c[REPRODUCED]} / {c[CONTRADICTED]} / {c[INCONCLUSIVE]}" for c in cells)
+            + " |"
+        )
+    return lines
+
+
 def markdown(claims: Sequence[Claim], alpha: float) -> str:
-    """A readable page: counts, the claim table (id, quote, effect [interval], verdict), then
-    each claim's effect definition, units and note."""
-    frame = claims_frame(claims)
+    """A readable page: counts, per-paper counts adjusted for multiplicity, the claim table (id,
+    quote, effect [interval], verdict, adjusted verdicts), then each claim's effect definition,
+    units and note."""
+    frame = judged_frame(claims, alpha)
     level = f"{100 * (1 - alpha):g} %"
     tally = ", ".join(f"{n} {v}" for v, n in counts(claims).items())
     lines = [
@@ -190,15 +224,23 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
         "claim is reproduced when the interval excludes the null on the paper's side "
         "(direction + or - of the null), contradicted when it excludes it on the other side.",
         "",
-        "| id | where | quote | direction vs null | effect [interval] | verdict |",
-        "|---|---|---|---|---|---|",
+        "Reproduced / contradicted / inconclusive per paper, per claim and adjusted for the "
+        f"paper's number of claims at the same {alpha:g} (docs/design.md §8): a decided verdict "
+        "stays decided where its adjusted p-value (the test its interval implies) stays below "
+        "alpha. Guarantees checked on every unit and certified one-sided bounds are outside the "
+        "adjustment.",
+        "",
+        *adjusted_lines(frame),
+        "",
+        "| id | where | quote | direction vs null | effect [interval] | verdict | Holm | BY |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in frame.itertuples():
         interval = f"{_show(row.effect)} [{_show(row.ci_low)}, {_show(row.ci_high)}]"
         quote = f"“{row.quote}”".replace("|", "\\|") if row.quote else NO_SENTENCE
         lines.append(
             f"| {row.id} | {row.where} | {quote} | {row.direction} {_show(row.null)} | "
-            f"{interval} | **{row.verdict}** |"
+            f"{interval} | **{row.verdict}** | {row.holm} | {row.fdr_by} |"
         )
     lines += ["", "## Effects, units and notes", ""]
     for row in frame.itertuples():

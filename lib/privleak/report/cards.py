@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from privleak.claims.multiplicity import ADJUSTMENTS
 from privleak.claims.verdicts import CONTRADICTED, REPRODUCED, VERDICTS
 from privleak.errors import require
 from privleak.report.papers import Card, Number, Paper
@@ -196,19 +197,25 @@ def build(
     return built
 
 
-def verdict_counts(built: Built) -> dict[str, int]:
-    """{verdict: number of the card's claims}, zeros included."""
-    verdicts = [claim["verdict"] for claim in built.claims]
+def verdict_counts(built: Built, column: str = "verdict") -> dict[str, int]:
+    """{verdict: number of the card's claims}, zeros included: per claim (`verdict`) or adjusted
+    for the paper's number of claims (`holm`, `fdr_by`: privleak.claims.multiplicity)."""
+    verdicts = [claim[column] for claim in built.claims]
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
 def summary(built: Sequence[Built]) -> dict[str, int]:
     """One paper's counts: cards, paper numbers, those with a value of ours, claims per verdict
-    (zeros included) and cards per agreement."""
+    (zeros included), the same adjusted ("holm reproduced", ...) and cards per agreement."""
     return {
         "cards": len(built),
         "paper numbers": sum(len(b.card.numbers) for b in built),
         "with ours": sum(row.measured for b in built for row in b.rows),
         **{v: sum(verdict_counts(b)[v] for b in built) for v in VERDICTS},
+        **{
+            f"{m} {v}": sum(verdict_counts(b, m)[v] for b in built)
+            for m in ADJUSTMENTS
+            for v in VERDICTS
+        },
         **{a: sum(b.agreement == a for b in built) for a in AGREEMENTS},
     }
