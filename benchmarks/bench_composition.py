@@ -3,7 +3,8 @@ composed one repetition at a time (sparse) against dp_accounting's `self_compose
 
 The settings are the pipeline's: DP-ICL's response epsilon split over the frontier's 16 attack
 tokens (`frontier_generate`, epsilon 100, 250, 1,000) and DP-RAG's split after its 0.5 retrieval
-step (`s4_generate`, epsilon 5 and 20 over 4 tokens; 20 over 64).
+step (`s4_generate`, epsilon 5 and 20 over 4 tokens; 20 over 64); and epsilon 20 over 64 steps
+alone, where composition gives each step more than 20/64 and the reference check bites.
     fast      = `per_step_epsilon` as the pipeline runs it (k-fold composition kept sparse: k + 1
                 loss points);
     fair      = the same bisection on `PrivacyLossDistribution.self_compose`, what a user of
@@ -30,6 +31,7 @@ SETTINGS = [  # (total epsilon, delta, tokens, fixed steps)
     (100.0, 1e-3, 16, ()),
     (250.0, 1e-3, 16, ()),
     (1000.0, 1e-3, 16, ()),
+    (20.0, 1e-5, 64, ()),  # composition below the sum of the steps: the reference delta > 0
     (5.0, 1e-3, 4, ((0.5, 1),)),
     (20.0, 1e-3, 4, ((0.5, 1),)),
     (20.0, 1e-3, 64, ((0.5, 1),)),

@@ -272,8 +272,9 @@ def test_worst_case_checks_every_unit():
     assert broken.low == -0.01 and "1 of 102 checks violate" in broken.note
     judged = [
         cl.judge("g", paper="P", quote="q", where="w", effect_name="e", direction="+",
-                 estimate=e, unit="checks").verdict
+                 estimate=e, unit="checks")
         for e in (held, broken)
     ]  # fmt: skip
-    assert judged == [cl.REPRODUCED, cl.CONTRADICTED]
+    assert [c.verdict for c in judged] == [cl.REPRODUCED, cl.CONTRADICTED]
+    assert not any(c.adjustable for c in judged)  # a guarantee: outside multiplicity adjustment
     assert math.isnan(cl.worst_case([], "checks").effect)

@@ -57,6 +57,7 @@ def claim(claim_id, low, high, **fields):
 def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
     judged = claim("a", 0.1, 0.3, missing="training seeds", note="a proxy")
     assert judged.verdict == cl.INCONCLUSIVE
+    assert not judged.adjustable and claim("b", 0.1, 0.3).adjustable  # outside multiplicity
     assert judged.note == "a proxy; needs training seeds; the interval alone reads reproduced"
     assert judged.units == "8 contexts"
     assert claim("b", 0.1, 0.3).verdict == cl.REPRODUCED

@@ -75,7 +75,7 @@ def response_slack(rows: pd.DataFrame, claimed: pd.DataFrame, alpha: float) -> E
         f"shift / Δ_t {row['shift_ratio_median']:.3g}), which voids the stated guarantee there; "
         "the verdict rests on the event bound"
     )
-    return Estimate(slack, -math.inf, slack, int(rows["canary"].nunique()), note)
+    return Estimate(slack, -math.inf, slack, int(rows["canary"].nunique()), note, certified=True)
 
 
 def findings(frames: dict[str, tuple[pd.DataFrame, pd.DataFrame]], alpha: float) -> list[Finding]:

@@ -1,23 +1,28 @@
 """Multiplicity: each paper's verdicts adjusted for the number of claims it tests at once.
 
 Every claim is judged at its own level (1 - alpha): with S2's 78 claims some decided verdicts are
-expected from chance alone. Beside the per-claim verdict, two adjusted ones per paper (the family:
-the claims whose id starts with the paper's key, as the report groups them), both valid under any
-dependence between claims, which share units and models:
+expected from chance alone. Beside the per-claim verdict, two adjusted ones per paper key (the
+family: the claims whose id starts with it, as the report groups them; s1 holds the MIA claims,
+s2 and s4 the frontier's), both valid under any dependence between the p-values, as claims share
+units and models:
 - `holm`: Holm's step-down adjustment, family-wise error <= alpha;
 - `fdr_by`: Benjamini-Yekutieli, false-discovery rate <= alpha (scipy's
   `false_discovery_control`).
 
 A claim's p-value is the two-sided test its own interval implies under a normal approximation of
-the effect: the standard error is the interval's half-width on the null's side over z_{1-alpha/2}
-(the whole width over 2 z when the effect lies outside its interval), so a claim whose interval
-excludes the null has p < alpha and the per-claim verdict is exactly "p < alpha" (Altman & Bland,
-BMJ 2011, with the null-side half-width for asymmetric bootstrap intervals). An adjusted verdict is
-the per-claim verdict where the adjusted p-value stays below alpha, inconclusive otherwise.
+the effect: the standard error is the interval's half-width on the null's side over
+z_{1-alpha/2}; where the effect lies outside its interval or on its null-side bound, the
+interval's midpoint and half its width stand in for effect and half-width. Either way p < alpha
+exactly when the interval excludes the null, so the per-claim verdict is "p < alpha" (Altman &
+Bland, BMJ 2011, with the null-side half-width for asymmetric bootstrap intervals). An adjusted
+verdict is the per-claim verdict where the adjusted p-value stays below alpha, inconclusive
+otherwise; a decided claim of the family without a p-value (an infinite effect) is inconclusive
+once adjusted.
 
-Outside the family, with their per-claim verdict kept and no p-value: guarantees checked on every
-unit (a point "interval": one violation contradicts them), one-sided certified bounds (the audit's
-lower bounds on epsilon) and claims without an interval (inconclusive already).
+Outside the families, with their per-claim verdicts kept: claims that are not `adjustable`
+(guarantees checked on every unit, where one violation contradicts; the audit's certified
+one-sided bounds; claims ruled inconclusive by missing data, whose interval is not their test)
+and claims without an interval (inconclusive already).
 """
 
 from __future__ import annotations
@@ -36,15 +41,18 @@ ADJUSTMENTS = ("holm", "fdr_by")
 
 def interval_p_value(effect: float, low: float, high: float, null: float, alpha: float) -> float:
     """The two-sided p-value of effect = null that the (1 - alpha) interval [low, high] implies
-    (normal approximation, the null-side half-width); NaN outside the family: no finite
-    two-sided interval, or a point one."""
+    (normal approximation, the null-side half-width; see the module doc); NaN without a finite
+    effect, with no interval or a point one, or with an effect outside an interval with an
+    infinite bound."""
     require(0 < alpha < 0.5, f"claims.alpha must be in (0, 0.5); got {alpha!r}")
-    if not all(math.isfinite(v) for v in (effect, low, high, null)) or not low < high:
-        return math.nan
+    if not (math.isfinite(effect) and math.isfinite(null)) or not low < high:
+        return math.nan  # NaN bounds fail low < high too
     z = stats.norm.ppf(1 - alpha / 2)
     half = effect - low if effect > null else high - effect
-    if half <= 0:
-        half = (high - low) / 2
+    if half <= 0 or not low <= effect <= high:  # outside or on its bound: centre on the interval
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return math.nan
+        effect, half = (low + high) / 2, (high - low) / 2
     return float(2 * stats.norm.sf(abs(effect - null) * z / half))
 
 
@@ -69,16 +77,18 @@ def adjusted_p_values(p_values: np.ndarray, method: str) -> np.ndarray:
 
 
 def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """The claims frame (id, effect, ci_low, ci_high, null, verdict) with `p_value` (NaN outside
-    the family) and one verdict column per adjustment, each family a paper's claims (the id's
-    key before its first dot)."""
+    """The claims frame (id, effect, ci_low, ci_high, null, verdict, adjustable) with `p_value`
+    (NaN outside the families) and one verdict column per adjustment, each family a paper key's
+    adjustable claims (the id's key before its first dot)."""
     out = frame.copy()
     out["p_value"] = [
-        interval_p_value(r.effect, r.ci_low, r.ci_high, r.null, alpha) for r in frame.itertuples()
+        interval_p_value(r.effect, r.ci_low, r.ci_high, r.null, alpha) if r.adjustable else math.nan
+        for r in frame.itertuples()
     ]
     family = out["id"].str.split(".").str[0]
+    undecidable = out["adjustable"] & out["p_value"].isna() & (out["verdict"] != INCONCLUSIVE)
     for method in ADJUSTMENTS:
-        out[method] = out["verdict"]
+        out[method] = out["verdict"].where(~undecidable, INCONCLUSIVE)
         for _, members in out[out["p_value"].notna()].groupby(family):
             kept = adjusted_p_values(members["p_value"].to_numpy(), method) < alpha
             out.loc[members.index[~kept], method] = INCONCLUSIVE

@@ -30,13 +30,16 @@ NAN = float("nan")
 
 @dataclass(frozen=True)
 class Estimate:
-    """An effect, its interval (NaN when there is none) and how many units it rests on."""
+    """An effect, its interval (NaN when there is none) and how many units it rests on.
+    certified: the interval is not resampled (a guarantee checked on every unit, a certified
+    bound), so the verdict is no test at alpha and stays outside multiplicity adjustment."""
 
     effect: float
     low: float
     high: float
     units: int
     note: str = ""
+    certified: bool = False
 
 
 def _units(n_rows: int, groups, strata) -> tuple:
@@ -185,7 +188,7 @@ def worst_case(slack: Iterable[float], what: str) -> Estimate:
         return Estimate(NAN, NAN, NAN, int(slack.size), f"no finite slack over {what}")
     worst = float(slack.min())
     note = f"{int((slack < 0).sum())} of {slack.size} {what} violate the bound (no resampling)"
-    return Estimate(worst, worst, worst, int(slack.size), note)
+    return Estimate(worst, worst, worst, int(slack.size), note, certified=True)
 
 
 # ---------------------------------------------------------------- effects of common shapes

@@ -41,6 +41,9 @@ class Claim:
     verdict: str
     note: str
     spec: str = ""  # the catalogue Spec it instantiates (privleak.claims.catalogue)
+    # counted in its paper's multiplicity family: a resampled interval that decides the verdict
+    # (not a certified bound or guarantee, not overruled by missing data)
+    adjustable: bool = True
 
 
 def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
@@ -127,6 +130,7 @@ def judge(
         verdict=ruled,
         note="; ".join(notes),
         spec=spec,
+        adjustable=not (missing or estimate.certified),
     )
 
 
@@ -227,8 +231,8 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
         "Reproduced / contradicted / inconclusive per paper, per claim and adjusted for the "
         f"paper's number of claims at the same {alpha:g} (docs/design.md §8): a decided verdict "
         "stays decided where its adjusted p-value (the test its interval implies) stays below "
-        "alpha. Guarantees checked on every unit and certified one-sided bounds are outside the "
-        "adjustment.",
+        "alpha. Guarantees checked on every unit, certified one-sided bounds and claims overruled "
+        "by missing data are outside the adjustment.",
         "",
         *adjusted_lines(frame),
         "",
