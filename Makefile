@@ -7,7 +7,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce repro smoke verify test lint lab bench report chromium browser clean-venv
+.PHONY: setup reproduce repro smoke verify stability test lint lab bench report chromium browser clean-venv
 
 setup: $(STAMP)
 
@@ -43,6 +43,12 @@ verify: setup
 	$(PY) -m privleak.pipeline.preflight
 	dvc repro
 	$(PY) -m privleak.pipeline.verify
+
+# Every stage of the committed run rerun on another machine's floats in a separate workspace (a
+# git worktree beside this checkout), each claim's verdict compared: metrics/stability.json, which
+# render_claims reads (stable / fragile). About as long as the embedded DAG (~60 min on 2 cores).
+stability: setup
+	scripts/stability
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks

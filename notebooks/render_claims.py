@@ -15,7 +15,9 @@
 # against the audit's lower bound, which can contradict it but never confirm it. The frontier's
 # comparisons (`comparisons`, `privleak.claims.frontier`) judge which defense leaks less at matched
 # utility on one task. Beside each verdict, the verdicts adjusted for each paper's number of claims
-# (Holm and Benjamini-Yekutieli, `privleak.claims.multiplicity`). No model runs here.
+# (Holm and Benjamini-Yekutieli, `privleak.claims.multiplicity`), and whether it held when every
+# stage was rerun on another machine's floats (metrics/stability.json, written by `make
+# stability`: `privleak.claims.stability`). No model runs here.
 
 # %% tags=["parameters"]
 claims = {"n_boot": 1000, "seed": 0, "alpha": 0.05, "min_units": 6, "method": "percentile"}
@@ -53,10 +55,12 @@ from privleak.claims import (
     s2,
     s3,
     s4,
+    stability,
+    stability_lines,
 )
 from privleak.claims import frontier as frontier_claims
 from privleak.claims import mia as mia_claims
-from privleak.claims.registry import bootstrapper, evaluate, mark_fragile
+from privleak.claims.registry import bootstrapper, evaluate
 from privleak.pipeline import paths
 
 OUT = paths.FIGURES / "claims"
@@ -106,7 +110,8 @@ found = evaluate(
         *frontier_claims.findings(frames["frontier"], matched["share"], comparisons, claims),
     ]
 )
-found = mark_fragile(found, claims.get("fragile") or {})
+# Each decided verdict's rerun on another machine's floats (`make stability`): stable or fragile.
+found = stability.mark(found, stability.load(paths.METRICS / "stability.json"))
 frame = judged_frame(found, claims["alpha"])
 counts(found)
 
@@ -123,6 +128,14 @@ frame.pivot_table(index="paper", columns="verdict", values="id", aggfunc="count"
 
 # %%
 print("\n".join(adjusted_lines(frame)))
+
+# %% [markdown]
+# ## Stable and fragile decided verdicts
+# Per paper key, the decided verdicts that held (stable) or moved (fragile) when every stage was
+# rerun on another machine's floats; unmeasured: no rerun of this verdict on record.
+
+# %%
+print("\n".join(stability_lines(frame)))
 
 # %% [markdown]
 # ## Save: figures/claims/claims.{md,csv}, metrics/claims.json

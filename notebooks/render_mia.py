@@ -9,7 +9,11 @@
 # n_boot, seed, alpha and method). With few non-members a low FPR allows no false positive at
 # all: the table says how many non-members each TPR rests on. The cross-check with S1: each
 # member's ESP under sampling (s1_scores, s1_seeds; the full prefix) against its LOSS score, as a
-# Spearman correlation over members and runs, per sequence kind.
+# Spearman correlation over members and runs, per sequence kind. Three controls ask whether the
+# member signal would show without the target's weights (`privleak.mia.controls`): each
+# reference model attacked as a target, a bag-of-words classifier that sees only the texts, and
+# the shared tokenizer (characters per token as the attack; LOSS per character instead of per
+# token).
 
 # %% tags=["parameters"]
 figures = {"formats": ["png", "pdf"]}
@@ -29,12 +33,14 @@ mia = {
 
 # %%
 import json
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from privleak.claims.stats import bootstrap, spearman
 from privleak.figures import save_figure, save_table, style
+from privleak.mia import controls
 from privleak.mia.figure import LABELS, esp_figure, roc_figure
 from privleak.mia.table import metric_table, score_table
 from privleak.pipeline import paths
@@ -114,7 +120,64 @@ for (model, kind), own in joined.groupby(["model", "kind"], sort=False):
 save_figure(esp_figure(joined, models[-1], "loss"), FIG / "mia_esp", FORMATS)
 pd.DataFrame({(m, k): v for m, by in correlations.items() for k, v in by.items()}).T.round(3)
 
+# %% [markdown]
+# ## Controls: would the member signal show without the target's weights?
+# Reference models never saw a member or a non-member: attacked as targets, every
+# reference-free attack should sit at AUC 0.5. The blind baseline sees only the texts (word
+# counts, logistic regression, each text scored out of fold). The tokenizer was trained on a
+# corpus with the members in it: characters per token as the attack shows what tokenization
+# alone separates, and LOSS per character re-measures the member signal without the token count.
+
 # %%
+# (control, scores, the texts they score): the tokenizer's LOSS within each kind scores that
+# kind's texts alone
+control_scores = [
+    ("reference_as_target", controls.reference_as_target(stats, texts, mia["k"]), texts),
+    ("blind", controls.blind_scores(texts, seed=claims["seed"]), texts),
+    ("tokenizer", pd.concat([controls.tokenizer_scores(stats, texts),
+                             controls.loss_per_char(stats, texts)], ignore_index=True), texts),
+    *(("tokenizer", *controls.loss_within_kind(stats, texts, kind))
+      for kind in sorted(texts["kind"].unique())),
+]  # fmt: skip
+control_table = pd.concat(
+    [metric_table(scores, scored, fprs=mia["fprs"], n_boot=claims["n_boot"],
+                  seed=claims["seed"], alpha=claims["alpha"], method=claims["method"],
+                  min_units=claims["min_units"]).assign(control=name)
+     for name, scores, scored in control_scores if len(scores)],
+    ignore_index=True,
+)  # fmt: skip
+save_table(
+    control_table,
+    FIG / "mia_controls",
+    note="Controls of the attack table (privleak.mia.controls): reference_as_target, each "
+    "offline-LiRA reference model (trained on another draw of the corpus, never seeing a member "
+    "or a non-member) attacked as if it were the target, the references playing the runs; "
+    "blind, word-count logistic regression and naive Bayes on the texts alone, each text scored "
+    "by the fold that did not train on it (ranks within the fold); tokenizer, characters per "
+    "token of the shared tokenizer as the score (tokenizer only), each target's summed log-prob "
+    "over the text's characters (loss_per_char, LOSS without the token count), and each "
+    "target's LOSS within one sequence kind (loss_<kind>: that kind's members against its "
+    "non-members). 95 % intervals over texts and runs.",
+)
+boot = partial(bootstrap, **{k: claims[k] for k in ("n_boot", "seed", "alpha", "min_units",
+                                                     "method")})  # fmt: skip
+tokens_by_kind = controls.by_kind(stats, texts, boot)
+auc_rows = control_table[
+    (control_table["duplicates"] == "all") & (control_table["metric"] == "auc")
+]
+auc_rows[["control", "model", "attack", "effect", "low", "high", "runs"]].round(3)
+
+# %%
+pd.DataFrame(tokens_by_kind).T.round(3)
+
+# %%
+controls_json = {
+    name: {model: {attack: {"auc": r.effect, "low": r.low, "high": r.high}
+                   for attack, r in own.set_index("attack").iterrows()}
+           for model, own in rows.groupby("model")}
+    for name, rows in auc_rows.groupby("control")
+}  # fmt: skip
+controls_json.setdefault("tokenizer", {})["by_kind"] = tokens_by_kind
 headline = {
     model: {attack: {row.metric: row.effect for row in frame.itertuples()}
             for attack, frame in own.groupby("attack")}
@@ -122,5 +185,6 @@ headline = {
 }  # fmt: skip
 (paths.METRICS / "mia.json").write_text(json.dumps(
     {"members": members, "non_members": non_members, "runs": runs, "auc_and_tpr": headline,
-     "esp_spearman": correlations}, indent=1, sort_keys=True) + "\n")  # fmt: skip
+     "esp_spearman": correlations, "controls": controls_json}, indent=1,
+    sort_keys=True) + "\n")  # fmt: skip
 {m: {LABELS[a]: round(v["auc"], 3) for a, v in by.items()} for m, by in headline.items()}

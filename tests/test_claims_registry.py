@@ -4,13 +4,12 @@ and every verdict comes out of the interval as docs/design.md §8 says."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, Estimate
 from privleak.claims.catalogue import CATALOGUE, SPECS
-from privleak.claims.registry import NONE, Finding, claim, evaluate, mark_fragile
+from privleak.claims.registry import NONE, Finding, claim, evaluate
 from privleak.errors import PrivleakError
 
 
@@ -95,14 +94,3 @@ def test_evaluate_refuses_an_unknown_spec_and_an_unanswered_one():
         claim(Finding("s9.nothing", NONE))
     with pytest.raises(PrivleakError, match="claim specs without a finding"):
         evaluate([finding(0.2, 0.1, 0.3)])
-
-
-def test_a_fragile_claim_keeps_its_verdict_and_says_what_moved_it():
-    judged = [claim(finding(0.2, 0.1, 0.3, note="a caveat")),
-              replace(claim(finding(0.2, -0.1, 0.3)), id="other")]  # fmt: skip
-    marked = mark_fragile(judged, {"s0.lambda.influence": "inconclusive on other floats"})
-    assert marked[0].verdict == REPRODUCED
-    assert marked[0].note.startswith("a caveat; fragile: inconclusive on other floats")
-    assert marked[1] == judged[1]
-    with pytest.raises(PrivleakError, match="claims.fragile names no claim of this run: nope"):
-        mark_fragile(judged, {"nope": "x"})

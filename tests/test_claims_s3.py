@@ -157,8 +157,7 @@ def test_findings_with_too_few_runs_say_so_on_every_claim():
     )  # fmt: skip
     test_nll = pd.DataFrame({"model": models, "dialog": 0, "nll": 2.0, "tokens": 2.0})
     # the whole claims params block, as render_claims passes it
-    settings = {"n_boot": 100, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile",
-                "fragile": {}}  # fmt: skip
+    settings = {"n_boot": 100, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
     frames = {"log": log, "samples": samples, "test_nll": test_nll, "redaction": redaction}
     found = s3.findings(frames, BOOT, settings, domain="AIRLINE", seeds_rule="runs")
     assert len(found) == 17 + 2 + 4  # success contrasts, Public's Ĉ per policy, perplexities

@@ -66,11 +66,12 @@ def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
 @pytest.mark.parametrize(
     "effect, low, high, units, null, expected",
     [
-        # half-width 0.2 on the null's side, effect 0.1: n (0.2 / 0.1)^2 = 4 n
-        (0.1, -0.1, 0.4, 10, 0.0, 40),
-        (-0.1, -0.4, 0.1, 10, 0.0, 40),  # the other side: its upper half-width counts
-        (1.1, 0.9, 1.3, 25, 1.0, 100),  # a ratio against 1: (0.2 / 0.1)^2 = 4
-        (0.3, -0.01, 0.5, 9, 0.0, 10),  # (0.31 / 0.3)^2 * 9 = 9.61, rounded up
+        # half-width 0.2 on the null's side, effect 0.1: beyond n (0.2 / 0.1)^2 = 4 n
+        (0.1, -0.1, 0.4, 10, 0.0, 41),
+        (-0.1, -0.4, 0.1, 10, 0.0, 41),  # the other side: its upper half-width counts
+        (1.5, 1.0, 2.0, 25, 1.25, 101),  # a ratio against 1.25: (0.5 / 0.25)^2 = 4
+        (0.3, -0.01, 0.5, 9, 0.0, 10),  # (0.31 / 0.3)^2 * 9 = 9.61: the next integer
+        (0.1, 0.0, 0.2, 10, 0.0, 11),  # touching the null at n: one more unit, at least
         (0.0, -0.1, 0.1, 10, 0.0, None),  # no observed effect
         (0.1, NAN, NAN, 10, 0.0, None),  # no interval
         (0.1, 0.1, 0.1, 10, 0.0, None),  # a degenerate interval
@@ -88,7 +89,7 @@ def test_an_inconclusive_claim_says_how_many_units_would_decide_it():
     judged = claim("a", -0.1, 0.4, effect=0.1)
     assert judged.verdict == cl.INCONCLUSIVE
     assert judged.note == (
-        "about 32 contexts would decide it at the observed effect (the interval narrows as "
+        "about 33 contexts would decide it at the observed effect (the interval narrows as "
         "1/sqrt(n); 8 now)"
     )
     assert "would decide" not in claim("b", 0.1, 0.3).note  # decided: no power note
@@ -109,7 +110,8 @@ def test_claim_files_are_sorted_rounded_and_deterministic():
     assert body["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 1}
     assert body["total"] == 3
     assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive",
-                                      "holm": "inconclusive", "fdr_by": "inconclusive"}  # fmt: skip
+                                      "holm": "inconclusive", "fdr_by": "inconclusive",
+                                      "stable": ""}  # fmt: skip
     assert body["adjusted"]["holm"]["s1"] == {"reproduced": 0, "contradicted": 1, "inconclusive": 0}
     assert cl.metrics_json(found, 0.05) == cl.metrics_json(list(reversed(found)), 0.05)
     page = cl.markdown(found, alpha=0.05)

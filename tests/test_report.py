@@ -214,6 +214,7 @@ CLAIMS = pd.DataFrame(
         "verdict": ["reproduced", "inconclusive"],
         "holm": ["inconclusive", "inconclusive"],
         "fdr_by": ["reproduced", "inconclusive"],
+        "stable": ["fragile", "not decided"],
         "note": ["", None],
         "quote": "q",
         "where": "Fig. 1",
@@ -259,6 +260,7 @@ def test_a_card_carries_its_claims_rows_and_stage(figures):
     assert summary["reproduced"] == 1 and summary["inconclusive"] == 1
     assert (summary["holm reproduced"], summary["holm inconclusive"]) == (0, 2)
     assert (summary["fdr_by reproduced"], summary["fdr_by inconclusive"]) == (1, 1)
+    assert (summary["stable"], summary["fragile"], summary["unmeasured"]) == (0, 1, 0)
     assert summary["paper numbers"] == 1 and summary["with ours"] == 0
     assert summary["agrees"] == 1 and summary["cards"] == 1
 

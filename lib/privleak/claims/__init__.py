@@ -31,6 +31,7 @@ from privleak.claims.verdicts import (
     markdown,
     metrics_json,
     power_note,
+    stability_lines,
     units_to_decide,
     verdict,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "spearman",
     "two_samples",
     "power_note",
+    "stability_lines",
     "unit_trends",
     "units_to_decide",
     "verdict",

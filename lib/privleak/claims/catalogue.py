@@ -429,6 +429,18 @@ SPECS = (
         note=MIA_NOTE,
     ),
     Spec(
+        id="s1.mia.size.{attack}.{larger}_over_{smaller}",
+        paper=MIA,
+        quote="larger models are more vulnerable to membership inference",
+        where="a finding of the MIA literature, paraphrased (e.g. Duan et al. 2024, MIMIR: "
+        "attacks gain with model size); one step of the size ordering",
+        effect="AUC of {attack} on {larger} minus on {smaller}, the next smaller size (mean over "
+        "training runs; all members against the non-members)",
+        direction="+",
+        unit="members (crossed with the non-members and the training runs)",
+        note=MIA_NOTE,
+    ),
+    Spec(
         id="s1.mia.duplication.{attack}",
         paper=MIA,
         quote="sequences duplicated more often in the training data are more vulnerable to "

@@ -5,7 +5,9 @@ Each effect is a difference of AUCs (mean over training runs) between two paired
 share texts and runs, and its interval comes from the crossed resampling of
 `privleak.mia.metrics` (texts of each stratum and runs drawn independently; the two settings see
 the same draws):
-- model size: the largest model's AUC minus the smallest's, per attack, over all members;
+- model size: the largest model's AUC minus the smallest's, per attack, over all members, its
+  note giving the AUC at every size; and each step of the ordering, a model's AUC minus the next
+  smaller one's;
 - duplication: on the largest model, the AUC of the members planted most often minus that of the
   members planted once, per attack;
 - attack order: Min-K%++ minus Min-K%, and Min-K% minus LOSS, per model.
@@ -13,6 +15,8 @@ the same draws):
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +27,7 @@ from privleak.mia.table import member_groups, resampled, score_table
 
 SIZE_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
 ORDER = (("min_k_plus_plus", "min_k"), ("min_k", "loss"))
+STEP = "s1.mia.size.{attack}.{larger}_over_{smaller}"  # one step of the size ordering
 
 
 def load(interim: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -37,6 +42,18 @@ NONE = Estimate(float("nan"), float("nan"), float("nan"), 0)
 def _estimate(difference, units: int, alpha: float, method: str) -> Estimate:
     low, high = difference.interval(alpha, method)
     return Estimate(difference.effect, low, high, units)
+
+
+def ordering(aucs: list[float], models: list[str]) -> str:
+    """The AUC at every size, smallest model first, with each step's sign ("h32 0.690 < h64
+    0.780 >= h96 0.750"), and whether the point estimates increase with every step (each step's
+    interval is its own claim)."""
+    text = f"{models[0]} {aucs[0]:.3f}"
+    for model, before, after in zip(models[1:], aucs, aucs[1:], strict=False):
+        text += f" {'<' if after > before else '>='} {model} {after:.3f}"
+    monotone = all(after > before for before, after in itertools.pairwise(aucs))
+    trend = "increasing" if monotone else "not increasing"
+    return f"AUC by size (point estimates): {text} ({trend} in size)"
 
 
 def findings(
@@ -70,13 +87,21 @@ def findings(
         return Finding(spec, _estimate(difference, units, alpha, method), fields, missing=short)
 
     found = []
+    members = len(groups["all"])
     for attack in SIZE_ATTACKS:
         fields = {"attack": attack, "large": models[-1], "small": models[0]}
         if len(models) < 2:
             found.append(Finding("s1.mia.size.{attack}", NONE, fields, missing="one scored model"))
-        else:
-            difference = auc(attack, models[-1]) - auc(attack, models[0])
-            found.append(finding("s1.mia.size.{attack}", difference, len(groups["all"]), fields))
+            fields = {"attack": attack, "larger": models[-1], "smaller": "-"}
+            found.append(Finding(STEP, NONE, fields, missing="one scored model"))
+            continue
+        difference = auc(attack, models[-1]) - auc(attack, models[0])
+        ends = finding("s1.mia.size.{attack}", difference, members, fields)
+        found.append(replace(ends, note=ordering([auc(attack, m).effect for m in models], models)))
+        for smaller, larger in itertools.pairwise(models):
+            step = auc(attack, larger) - auc(attack, smaller)
+            fields = {"attack": attack, "larger": larger, "smaller": smaller}
+            found.append(finding(STEP, step, members, fields))
     for attack in SIZE_ATTACKS:
         if len(counts) < 2:
             fields = {"attack": attack, "model": models[-1], "most": "-", "least": "-"}

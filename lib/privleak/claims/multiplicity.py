@@ -76,6 +76,25 @@ def adjusted_p_values(p_values: np.ndarray, method: str) -> np.ndarray:
     return holm(p) if method == "holm" else stats.false_discovery_control(p, method="by")
 
 
+def paper_key(claim_id: str) -> str:
+    """A claim's family: its id's key before the first dot ("s2.pad_over_dist" -> "s2")."""
+    return claim_id.split(".", 1)[0]
+
+
+def paper_keys(frame: pd.DataFrame) -> pd.Series:
+    """`paper_key` of every row of a claims frame."""
+    return frame["id"].map(paper_key)
+
+
+def per_paper(frame: pd.DataFrame, column: str) -> dict[str, dict[str, int]]:
+    """{paper key: {verdict: count}} of one verdict column of a claims frame, zeros included."""
+    family = paper_keys(frame)
+    return {
+        key: {v: int((frame.loc[family == key, column] == v).sum()) for v in VERDICTS}
+        for key in sorted(family.unique())
+    }
+
+
 def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """The claims frame (id, effect, ci_low, ci_high, null, verdict, adjustable) with `p_value`
     (NaN outside the families) and one verdict column per adjustment, each family a paper key's
@@ -85,7 +104,7 @@ def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
         interval_p_value(r.effect, r.ci_low, r.ci_high, r.null, alpha) if r.adjustable else math.nan
         for r in frame.itertuples()
     ]
-    family = out["id"].str.split(".").str[0]
+    family = paper_keys(out)
     undecidable = out["adjustable"] & out["p_value"].isna() & (out["verdict"] != INCONCLUSIVE)
     for method in ADJUSTMENTS:
         out[method] = out["verdict"].where(~undecidable, INCONCLUSIVE)
@@ -97,11 +116,4 @@ def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
 
 def adjusted_counts(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, int]]]:
     """{adjustment: {paper key: {verdict: count}}} of an `adjusted` frame, zeros included."""
-    family = frame["id"].str.split(".").str[0]
-    return {
-        method: {
-            key: {v: int((frame.loc[family == key, method] == v).sum()) for v in VERDICTS}
-            for key in sorted(family.unique())
-        }
-        for method in ADJUSTMENTS
-    }
+    return {method: per_paper(frame, method) for method in ADJUSTMENTS}

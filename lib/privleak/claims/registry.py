@@ -4,7 +4,7 @@ and `evaluate` turns every finding into a judged Claim."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from privleak.claims.catalogue import CATALOGUE
@@ -71,19 +71,3 @@ def evaluate(findings: Iterable[Finding]) -> list[Claim]:
     unanswered = sorted(set(CATALOGUE) - {f.spec for f in findings})
     require(not unanswered, f"claim specs without a finding: {', '.join(unanswered)}")
     return [claim(f) for f in findings]
-
-
-def mark_fragile(claims: list[Claim], fragile: Mapping[str, str]) -> list[Claim]:
-    """The claims with a "fragile" caveat on each one `fragile` names ({claim id: what moved
-    it}, from a rerun under another machine's floats: benchmarks/float_perturbation.sh). A
-    fragile verdict keeps its verdict; its note says a rerun on other floats moved it. An id
-    that names no claim is one error line."""
-    known = {c.id for c in claims}
-    unknown = sorted(set(fragile) - known)
-    require(not unknown, f"params claims.fragile names no claim of this run: {', '.join(unknown)}")
-    return [
-        replace(c, note="; ".join(t for t in (c.note, f"fragile: {fragile[c.id]}") if t))
-        if c.id in fragile
-        else c
-        for c in claims
-    ]

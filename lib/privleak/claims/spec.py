@@ -1,4 +1,5 @@
-"""A claim spec (one kind of claim of the catalogue), the papers' labels and the verdicts."""
+"""A claim spec (one kind of claim of the catalogue), the papers' labels, the verdicts and their
+stability marks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ FRONTIER = "Frontier (across defenses)"
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
 VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
+# A decided verdict rerun on another machine's floats (privleak.claims.stability): it held, it
+# moved, or no rerun of this verdict is on record; an inconclusive one is not decided.
+STABLE, FRAGILE, UNMEASURED, NOT_DECIDED = "stable", "fragile", "unmeasured", "not decided"
+DECIDED_MARKS = (STABLE, FRAGILE, UNMEASURED)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,21 @@ from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
 
-from privleak.claims.multiplicity import ADJUSTMENTS, adjusted, adjusted_counts
-from privleak.claims.spec import CONTRADICTED, INCONCLUSIVE, REPRODUCED, VERDICTS
+from privleak.claims.multiplicity import (
+    ADJUSTMENTS,
+    adjusted,
+    adjusted_counts,
+    paper_keys,
+    per_paper,
+)
+from privleak.claims.spec import (
+    CONTRADICTED,
+    DECIDED_MARKS,
+    FRAGILE,
+    INCONCLUSIVE,
+    REPRODUCED,
+    VERDICTS,
+)
 from privleak.claims.stats import Estimate
 from privleak.errors import require
 
@@ -44,6 +57,9 @@ class Claim:
     # counted in its paper's multiplicity family: a resampled interval that decides the verdict
     # (not a certified bound or guarantee, not overruled by missing data)
     adjustable: bool = True
+    # whether a decided verdict held when the run was redone on another machine's floats:
+    # stable, fragile, unmeasured, or "not decided" (set by privleak.claims.stability.mark)
+    stable: str = ""
 
 
 def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
@@ -61,9 +77,10 @@ def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
 
 def units_to_decide(estimate: Estimate, null: float = 0.0) -> int | None:
     """About how many units would make the interval exclude the null at the observed effect: the
-    interval's half-width on the null's side shrinks as 1/sqrt(n), so n' = n (h / |effect -
-    null|)^2, rounded up. None without a resampled interval (fewer than 2 units, no finite
-    interval, a degenerate one) or without an observed effect (effect = null)."""
+    interval's half-width on the null's side shrinks as 1/sqrt(n), so it excludes the null once
+    n' > n (h / |effect - null|)^2 (the next integer: an interval that touches the null does not
+    exclude it), and at least the n there are. None without a resampled interval (fewer than 2
+    units, no finite interval, a degenerate one) or without an observed effect (effect = null)."""
     effect, low, high, n = estimate.effect, estimate.low, estimate.high, estimate.units
     if n < 2 or not all(math.isfinite(v) for v in (effect, low, high)) or not low < high:
         return None
@@ -71,7 +88,7 @@ def units_to_decide(estimate: Estimate, null: float = 0.0) -> int | None:
     if gap == 0:
         return None
     half_width = effect - low if gap > 0 else high - effect
-    return max(n, math.ceil(n * (half_width / abs(gap)) ** 2))
+    return max(n, math.floor(n * (half_width / abs(gap)) ** 2) + 1)
 
 
 def power_note(estimate: Estimate, unit: str, null: float = 0.0) -> str:
@@ -134,7 +151,7 @@ def judge(
     )
 
 
-def _number(value: float, digits: int = 6) -> float | None:
+def number(value: float, digits: int = 6) -> float | None:
     """value rounded to `digits` significant digits (platform noise stays out of the files);
     None for NaN/inf, which JSON cannot hold."""
     return float(f"{value:.{digits}g}") if math.isfinite(value) else None
@@ -151,7 +168,7 @@ def claims_frame(claims: Iterable[Claim]) -> pd.DataFrame:
     columns = [field.name for field in fields(Claim)]
     frame = pd.DataFrame([asdict(c) for c in _sorted(claims)], columns=columns)
     for column in ("null", "effect", "ci_low", "ci_high"):
-        frame[column] = [_number(v) for v in frame[column]]
+        frame[column] = [number(v) for v in frame[column]]
     return frame.astype({c: float for c in ("null", "effect", "ci_low", "ci_high")})
 
 
@@ -175,10 +192,11 @@ def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
     ordered = _sorted(claims)
     per_claim = {
         c.id: {
-            "effect": _number(c.effect),
-            "ci": [_number(c.ci_low), _number(c.ci_high)],
+            "effect": number(c.effect),
+            "ci": [number(c.ci_low), number(c.ci_high)],
             "verdict": c.verdict,
             **{method: frame.at[c.id, method] for method in ADJUSTMENTS},
+            "stable": c.stable,
         }
         for c in ordered
     }
@@ -187,8 +205,46 @@ def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
         "counts": counts(ordered),
         "total": len(ordered),
         "adjusted": adjusted_counts(frame.reset_index()),
+        "stability": stability_counts(frame.reset_index()),
     }
     return json.dumps(body, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def stability_counts(frame: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """{paper key: {stable, fragile, unmeasured}}: the decided verdicts of a claims frame by
+    their `stable` mark (privleak.claims.stability)."""
+    decided = frame[frame["verdict"] != INCONCLUSIVE]
+    family = paper_keys(frame)
+    return {
+        key: {
+            mark: int((decided["stable"][family[decided.index] == key] == mark).sum())
+            for mark in DECIDED_MARKS
+        }
+        for key in sorted(family.unique())
+    }
+
+
+def stability_lines(frame: pd.DataFrame) -> list[str]:
+    """The decided verdicts of a claims frame, stable vs fragile per paper key, as markdown: a
+    sentence, a table, and each fragile verdict with its note's reading of the rerun."""
+    tallies = stability_counts(frame)
+    lines = [
+        "Decided verdicts rerun on another machine's floats (`make stability`, "
+        "metrics/stability.json): stable when the rerun gave the same verdict, fragile when it "
+        "moved, unmeasured when no rerun of this verdict is on record.",
+        "",
+        "| paper | stable | fragile | unmeasured |",
+        "|---|---|---|---|",
+        *(
+            f"| {key} | " + " | ".join(str(t[mark]) for mark in DECIDED_MARKS) + " |"
+            for key, t in tallies.items()
+        ),
+    ]
+    fragile = frame[frame["stable"] == FRAGILE]
+    if len(fragile):
+        lines += ["", "Fragile decided verdicts:", ""]
+        lines += [f"- **{row.id}** ({row.verdict}): {row.note}" for row in fragile.itertuples()]
+    return lines
 
 
 def _show(value: float) -> str:
@@ -202,9 +258,7 @@ def adjusted_lines(frame: pd.DataFrame) -> list[str]:
         "| paper | per claim | Holm (family-wise) | Benjamini-Yekutieli (false discovery) |",
         "|---|---|---|---|",
     ]
-    family = frame["id"].str.split(".").str[0]
-    for key in sorted(family.unique()):
-        raw = {v: int((frame.loc[family == key, "verdict"] == v).sum()) for v in VERDICTS}
+    for key, raw in per_paper(frame, "verdict").items():
         cells = [raw, tallies["holm"][key], tallies["fdr_by"][key]]
         lines.append(
             f"| {key} | "
@@ -215,9 +269,9 @@ def adjusted_lines(frame: pd.DataFrame) -> list[str]:
 
 
 def markdown(claims: Sequence[Claim], alpha: float) -> str:
-    """A readable page: counts, per-paper counts adjusted for multiplicity, the claim table (id,
-    quote, effect [interval], verdict, adjusted verdicts), then each claim's effect definition,
-    units and note."""
+    """A readable page: counts, per-paper counts adjusted for multiplicity, stable vs fragile
+    decided verdicts, the claim table (id, quote, effect [interval], verdict, adjusted verdicts,
+    stability), then each claim's effect definition, units and note."""
     frame = judged_frame(claims, alpha)
     level = f"{100 * (1 - alpha):g} %"
     tally = ", ".join(f"{n} {v}" for v, n in counts(claims).items())
@@ -236,15 +290,18 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
         "",
         *adjusted_lines(frame),
         "",
-        "| id | where | quote | direction vs null | effect [interval] | verdict | Holm | BY |",
-        "|---|---|---|---|---|---|---|---|",
+        *stability_lines(frame),
+        "",
+        "| id | where | quote | direction vs null | effect [interval] | verdict | Holm | BY "
+        "| floats |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in frame.itertuples():
         interval = f"{_show(row.effect)} [{_show(row.ci_low)}, {_show(row.ci_high)}]"
         quote = f"“{row.quote}”".replace("|", "\\|") if row.quote else NO_SENTENCE
         lines.append(
             f"| {row.id} | {row.where} | {quote} | {row.direction} {_show(row.null)} | "
-            f"{interval} | **{row.verdict}** | {row.holm} | {row.fdr_by} |"
+            f"{interval} | **{row.verdict}** | {row.holm} | {row.fdr_by} | {row.stable} |"
         )
     lines += ["", "## Effects, units and notes", ""]
     for row in frame.itertuples():

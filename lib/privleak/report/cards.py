@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from privleak.claims.multiplicity import ADJUSTMENTS
+from privleak.claims.spec import DECIDED_MARKS
 from privleak.claims.verdicts import CONTRADICTED, REPRODUCED, VERDICTS
 from privleak.errors import require
 from privleak.report.papers import Card, Number, Paper
@@ -206,7 +207,8 @@ def verdict_counts(built: Built, column: str = "verdict") -> dict[str, int]:
 
 def summary(built: Sequence[Built]) -> dict[str, int]:
     """One paper's counts: cards, paper numbers, those with a value of ours, claims per verdict
-    (zeros included), the same adjusted ("holm reproduced", ...) and cards per agreement."""
+    (zeros included), the same adjusted ("holm reproduced", ...), decided verdicts by stability
+    under other floats (stable, fragile, unmeasured) and cards per agreement."""
     return {
         "cards": len(built),
         "paper numbers": sum(len(b.card.numbers) for b in built),
@@ -216,6 +218,10 @@ def summary(built: Sequence[Built]) -> dict[str, int]:
             f"{m} {v}": sum(verdict_counts(b, m)[v] for b in built)
             for m in ADJUSTMENTS
             for v in VERDICTS
+        },
+        **{
+            mark: sum(claim.get("stable") == mark for b in built for claim in b.claims)
+            for mark in DECIDED_MARKS
         },
         **{a: sum(b.agreement == a for b in built) for a in AGREEMENTS},
     }

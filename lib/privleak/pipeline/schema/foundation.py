@@ -73,5 +73,3 @@ class Claims(Strict):
     alpha: Annotated[float, Rule(lambda v: is_number(v) and 0 < v < 0.5, "a number in (0, 0.5)")]
     min_units: Annotated[int, at_least(2)]
     method: Annotated[str, one_of(*CLAIM_METHODS)]
-    # {claim id: what moved it}: verdicts a rerun on other floats moved, marked in their notes
-    fragile: dict[str, str] = {}
