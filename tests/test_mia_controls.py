@@ -85,7 +85,9 @@ def test_chars_per_token_and_loss_per_char_by_hand():
     frame = texts(["abcdef", "ghijkl"], ["mnopqr", "stuvwx"])
     # members in 2 tokens (3 characters each), non-members in 3 (2 characters each)
     tokens = {"m0": 2, "m1": 2, "n0": 3, "n1": 3}
-    scored = stats(frame, tokens, [("h8", 0, "target", -1.0, -1.0)])
+    # a reference model of the same size and index as a target run (as the smoke profile has)
+    scored = stats(frame, tokens, [("h8", 0, "target", -1.0, -1.0),
+                                   ("h8", 0, "reference", -1.0, -1.0)])  # fmt: skip
     ratio = controls.chars_per_token(scored, frame)
     assert ratio.to_dict() == {"m0": 3.0, "m1": 3.0, "n0": 2.0, "n1": 2.0}
     assert auc(controls.tokenizer_scores(scored, frame), frame)["effect"].tolist() == [1.0]

@@ -87,8 +87,9 @@ def blind_scores(texts: pd.DataFrame, seed: int, folds: int = BLIND_FOLDS) -> pd
 
 def token_counts(stats: pd.DataFrame) -> pd.Series:
     """{text_id: scored tokens} under the shared tokenizer (one target model's pass)."""
-    first = stats[stats["role"] == "target"].iloc[0]
-    one = stats[(stats["model"] == first["model"]) & (stats["run"] == first["run"])]
+    targets = stats[stats["role"] == "target"]
+    first = targets.iloc[0]
+    one = targets[(targets["model"] == first["model"]) & (targets["run"] == first["run"])]
     return pd.Series([len(v) for v in one["logprob"]], index=one["text_id"].to_numpy())
 
 
