@@ -48,10 +48,12 @@ def ordering(aucs: list[float], models: list[str]) -> str:
     """The AUC at every size, smallest model first, with each step's sign ("h32 0.690 < h64
     0.780 >= h96 0.750"), and whether the point estimates increase with every step (each step's
     interval is its own claim)."""
-    text = f"{models[0]} {aucs[0]:.3f}"
-    for model, before, after in zip(models[1:], aucs, aucs[1:], strict=False):
-        text += f" {'<' if after > before else '>='} {model} {after:.3f}"
-    monotone = all(after > before for before, after in itertools.pairwise(aucs))
+    steps = list(itertools.pairwise(zip(models, aucs, strict=True)))
+    text = f"{models[0]} {aucs[0]:.3f}" + "".join(
+        f" {'<' if after > before else '>='} {model} {after:.3f}"
+        for (_, before), (model, after) in steps
+    )
+    monotone = all(after > before for (_, before), (_, after) in steps)
     trend = "increasing" if monotone else "not increasing"
     return f"AUC by size (point estimates): {text} ({trend} in size)"
 

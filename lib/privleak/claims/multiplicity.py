@@ -86,11 +86,14 @@ def paper_keys(frame: pd.DataFrame) -> pd.Series:
     return frame["id"].map(paper_key)
 
 
-def per_paper(frame: pd.DataFrame, column: str) -> dict[str, dict[str, int]]:
-    """{paper key: {verdict: count}} of one verdict column of a claims frame, zeros included."""
+def per_paper(
+    frame: pd.DataFrame, column: str, values: tuple[str, ...] = VERDICTS
+) -> dict[str, dict[str, int]]:
+    """{paper key: {value: count}} of one column of a claims frame (a verdict column by default),
+    zeros included, every paper key of the frame."""
     family = paper_keys(frame)
     return {
-        key: {v: int((frame.loc[family == key, column] == v).sum()) for v in VERDICTS}
+        key: {v: int((frame.loc[family == key, column] == v).sum()) for v in values}
         for key in sorted(family.unique())
     }
 

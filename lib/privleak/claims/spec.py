@@ -15,6 +15,7 @@ FRONTIER = "Frontier (across defenses)"
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
 VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
+DECIDED = (REPRODUCED, CONTRADICTED)
 # A decided verdict rerun on another machine's floats (privleak.claims.stability): it held, it
 # moved, or no rerun of this verdict is on record; an inconclusive one is not decided.
 STABLE, FRAGILE, UNMEASURED, NOT_DECIDED = "stable", "fragile", "unmeasured", "not decided"

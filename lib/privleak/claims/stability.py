@@ -27,14 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from privleak.claims.multiplicity import paper_key
-from privleak.claims.spec import (
-    CONTRADICTED,
-    FRAGILE,
-    NOT_DECIDED,
-    REPRODUCED,
-    STABLE,
-    UNMEASURED,
-)
+from privleak.claims.spec import DECIDED, FRAGILE, NOT_DECIDED, STABLE, UNMEASURED
 from privleak.claims.stats import Estimate
 from privleak.claims.verdicts import Claim, number, units_to_decide
 from privleak.errors import PrivleakError, require
@@ -44,7 +37,6 @@ PERTURBATION = (
     "vectorised reductions) instead of the machine's default ones; MKL's and oneDNN's matrix "
     "products keep their paths; the same code, params and seeds (scripts/stability)"
 )
-DECIDED = (REPRODUCED, CONTRADICTED)
 COLUMNS = ("id", "verdict", "effect", "ci_low", "ci_high", "units", "null")
 
 
@@ -158,9 +150,8 @@ def fragile_note(entry: Mapping, units: str) -> str:
     )
     settle = entry["units_to_settle"]
     if entry["crossed"]:
-        more = f"more {runs}" if runs and not runs[0].isdigit() else "another sample"
-        if runs[:1].isdigit():
-            more = f"more runs than the {runs}"
+        more = (f"more runs than the {runs}" if runs[:1].isdigit()
+                else f"more {runs}" if runs else "another sample")  # fmt: skip
         return (
             f"{read}; its effect crossed the null, so more {unit} at these effects would not "
             f"settle it; {more} would show which side holds"

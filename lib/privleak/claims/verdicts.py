@@ -18,7 +18,6 @@ from privleak.claims.multiplicity import (
     ADJUSTMENTS,
     adjusted,
     adjusted_counts,
-    paper_keys,
     per_paper,
 )
 from privleak.claims.spec import (
@@ -213,15 +212,8 @@ def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
 def stability_counts(frame: pd.DataFrame) -> dict[str, dict[str, int]]:
     """{paper key: {stable, fragile, unmeasured}}: the decided verdicts of a claims frame by
     their `stable` mark (privleak.claims.stability)."""
-    decided = frame[frame["verdict"] != INCONCLUSIVE]
-    family = paper_keys(frame)
-    return {
-        key: {
-            mark: int((decided["stable"][family[decided.index] == key] == mark).sum())
-            for mark in DECIDED_MARKS
-        }
-        for key in sorted(family.unique())
-    }
+    decided = frame.assign(stable=frame["stable"].where(frame["verdict"] != INCONCLUSIVE))
+    return per_paper(decided, "stable", DECIDED_MARKS)
 
 
 def stability_lines(frame: pd.DataFrame) -> list[str]:
