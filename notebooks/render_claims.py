@@ -2,10 +2,15 @@
 # # Claims of S0, S1, S2, S3 and S4 as data
 # Every directional sentence of the five papers that the cached artifacts under data/interim can
 # test is an entry of the claims catalogue (`privleak.claims.catalogue`: the quote, where the
-# paper says it, the effect that tests it and its direction against the null). One estimator
-# module per paper (`privleak.claims.s0` ... `s4`) computes each effect with a bootstrap interval
-# over independent units (contexts, sequences, attack prompts or held-out dialogs; paired
-# settings of a unit stay paired), and the verdict follows docs/design.md §8: reproduced when the
+# paper says it, the effect that tests it and its direction against the null), and each entry's
+# role (`privleak.claims.roles`): a primary claim (a statement of the paper's abstract or
+# conclusion, chosen from the text before looking at results), a secondary one, or a check of
+# privleak's own mechanism, counted apart. One estimator module per paper (`privleak.claims.s0`
+# ... `s4`) computes each effect with an interval over independent units (contexts, sequences,
+# attack prompts or held-out dialogs; paired settings of a unit stay paired) by the small-sample
+# procedure that fits it (`privleak.claims.procedures`: t over units, McNemar's exact test,
+# Welch's t, or a t interval on a bootstrap standard error), with that procedure's p-value; one
+# estimate makes one claim. The verdict follows docs/design.md §8: reproduced when the
 # interval excludes the null on the paper's side, contradicted when it excludes it on the other
 # side, inconclusive otherwise. Claims about a model trained here also need an interval over
 # training runs: where the artifacts hold fewer than `min_units` runs, the claim stays
@@ -14,8 +19,9 @@
 # checked on every unit instead: one violation contradicts them. PAD's per-response ε is judged
 # against the audit's lower bound, which can contradict it but never confirm it. The frontier's
 # comparisons (`comparisons`, `privleak.claims.frontier`) judge which defense leaks less at matched
-# utility on one task. Beside each verdict, the verdicts adjusted for each paper's number of claims
-# (Holm and Benjamini-Yekutieli, `privleak.claims.multiplicity`), and whether it held when every
+# utility on one task. Beside each verdict, the verdict adjusted in its family (Holm over each
+# paper's primary claims, Benjamini-Yekutieli over the rest, `privleak.claims.multiplicity`), the
+# units that would decide it at 80 % power at the family's level, and whether it held when every
 # stage was rerun on another machine's floats (metrics/stability.json, written by `make
 # stability`: `privleak.claims.stability`). No model runs here.
 
@@ -43,24 +49,19 @@ mia = {
 }
 
 # %%
-from privleak.claims import (
-    adjusted_lines,
-    audit,
-    counts,
-    judged_frame,
-    markdown,
-    metrics_json,
-    s0,
-    s1,
-    s2,
-    s3,
-    s4,
-    stability,
-    stability_lines,
-)
+from privleak.claims import audit, s0, s1, s2, s3, s4, stability
 from privleak.claims import frontier as frontier_claims
 from privleak.claims import mia as mia_claims
 from privleak.claims.registry import bootstrapper, evaluate
+from privleak.claims.tables import (
+           counts,
+           family_lines,
+           judged_frame,
+           markdown,
+           metrics_json,
+           primary_lines,
+           stability_lines,
+)
 from privleak.pipeline import paths
 
 OUT = paths.FIGURES / "claims"
@@ -122,12 +123,18 @@ counts(found)
 frame.pivot_table(index="paper", columns="verdict", values="id", aggfunc="count", fill_value=0)
 
 # %% [markdown]
-# ## Adjusted for each paper's number of claims
-# Reproduced / contradicted / inconclusive per paper key, per claim and after Holm's and
-# Benjamini-Yekutieli's adjustments over the paper's claims (`privleak.claims.multiplicity`).
+# ## Primary claims per paper, after Holm
 
 # %%
-print("\n".join(adjusted_lines(frame)))
+print("\n".join(primary_lines(frame)))
+
+# %% [markdown]
+# ## Every family, adjusted
+# Reproduced / contradicted / inconclusive per family, per claim and after the family's adjustment
+# (`privleak.claims.multiplicity`).
+
+# %%
+print("\n".join(family_lines(frame)))
 
 # %% [markdown]
 # ## Stable and fragile decided verdicts
@@ -146,4 +153,4 @@ frame.to_csv(OUT / "claims.csv", index=False)
 (OUT / "claims.md").write_text(markdown(found, claims["alpha"]))
 paths.METRICS.mkdir(parents=True, exist_ok=True)
 (paths.METRICS / "claims.json").write_text(metrics_json(found, claims["alpha"]))
-frame[["id", "effect", "ci_low", "ci_high", "verdict", "holm", "fdr_by"]]
+frame[["id", "role", "effect", "ci_low", "ci_high", "method", "p_value", "verdict", "adjusted"]]

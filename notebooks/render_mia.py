@@ -109,7 +109,7 @@ for (model, kind), own in joined.groupby(["model", "kind"], sort=False):
     balanced = own[runs_of == own["run"].nunique()]  # the crossed bootstrap needs every run
     estimate = bootstrap(balanced[["log_esp", "score"]].to_numpy(),
                          lambda rows: spearman(rows[:, 0], rows[:, 1]), n_boot=claims["n_boot"],
-                         seed=claims["seed"], alpha=claims["alpha"], method=claims["method"],
+                         seed=claims["seed"], alpha=claims["alpha"],
                          groups=balanced["text_id"], runs=balanced["run"],
                          min_units=claims["min_units"])  # fmt: skip
     correlations.setdefault(model, {})[kind] = {

@@ -9,7 +9,8 @@ import pytest
 
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, Estimate
 from privleak.claims.catalogue import CATALOGUE, SPECS
-from privleak.claims.registry import NONE, Finding, claim, evaluate
+from privleak.claims.procedures import Test
+from privleak.claims.registry import NONE, Finding, claim, evaluate, merged
 from privleak.errors import PrivleakError
 
 
@@ -94,3 +95,56 @@ def test_evaluate_refuses_an_unknown_spec_and_an_unanswered_one():
         claim(Finding("s9.nothing", NONE))
     with pytest.raises(PrivleakError, match="claim specs without a finding"):
         evaluate([finding(0.2, 0.1, 0.3)])
+
+
+def _t(effect: float, se: float = 0.05, units: int = 12) -> Estimate:
+    test = Test("t", effect, se=se, df=units - 1)
+    low, high = test.interval(0.05)
+    return Estimate(effect, low, high, units, test=test)
+
+
+def test_identical_and_mirror_estimates_make_one_claim_that_lists_every_sentence():
+    fields = {"a": "pad", "b": "refusal", "share": 0.9}
+    mirror = {"a": "bounded_cid", "b": "pad", "share": 0.9}
+    found = merged([
+        claim(Finding("s4.frontier.{a}_over_{b}", _t(-0.2), fields)),
+        claim(Finding("s4.frontier.{a}_over_{b}", _t(0.2), mirror)),  # its mirror image
+        claim(Finding("s4.frontier.{a}_over_{b}", _t(-0.2, se=0.06), {**fields, "b": "dist"})),
+    ])  # fmt: skip
+    ids = ["s4.frontier.bounded_cid_over_pad", "s4.frontier.pad_over_dist"]
+    assert [c.id for c in found] == ids
+    kept = found[0]
+    assert kept.also == "s4.frontier.pad_over_refusal"
+    assert "the same estimate tests s4.frontier.pad_over_refusal (its mirror image)" in kept.note
+    assert found[1].also == ""  # another standard error: another estimate
+
+
+def test_identical_exact_test_outcomes_are_not_merged():
+    def exact(wins):
+        test = Test("exact sign (McNemar)", 0.3, wins=wins, losses=0, pairs=10)
+        return Estimate(0.3, *test.interval(0.05), 10, test=test)
+
+    found = merged([claim(Finding("s4.accuracy_rises_with_voters", exact(3), {"low": 1, "high": 5,
+                   "epsilon": 5, "documents": 3})),
+                   claim(Finding("s4.accuracy_rises_with_epsilon", exact(3), {"low": 1,
+                   "high": 20}))])  # fmt: skip
+    assert len(found) == 2  # a few discrete outcomes can coincide by chance
+
+
+def test_roles_come_from_the_papers_abstracts_and_conclusions_and_checks_apart():
+    keyword = {"target": "JFT", "target_slug": "jft", "policy": "keyword", "runs": ""}
+    assert claim(Finding("s3.redaction_leaks_less_than_public.{target_slug}.{policy}", _t(-0.1),
+                         keyword)).role == "check"  # fmt: skip
+    classifier = claim(Finding("s3.redaction_leaks_less_than_public.{target_slug}.{policy}",
+                               _t(-0.1), {**keyword, "policy": "classifier"}))  # fmt: skip
+    assert classifier.role == "primary"
+    assert classifier.primary_quote.startswith("Domain privacy becomes feasible")
+    # only Dist. and Summ. are the abstract's "existing ... defenses": Static is a body baseline
+    s2 = "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}"
+    fields = {"outcome": "rouge", "corpus": "enron", "label": "ROUGE-L"}
+    assert claim(Finding(s2, _t(-0.1), {**fields, "base": "dist"})).role == "primary"
+    assert claim(Finding(s2, _t(-0.1), {**fields, "base": "static"})).role == "secondary"
+    assert claim(finding(0.2, 0.1, 0.3)).role == "primary"  # s0.lambda.influence
+    assert CATALOGUE["s0.related_work.duplication.{kind}"].primary is None
+    for spec in CATALOGUE.values():  # a check is never a primary claim of the same instances
+        assert not (spec.check and spec.primary and not spec.check.only)

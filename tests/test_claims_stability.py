@@ -13,7 +13,8 @@ import pytest
 from privleak.claims import stability as st
 from privleak.claims.spec import CONTRADICTED, INCONCLUSIVE, REPRODUCED
 from privleak.claims.stats import Estimate
-from privleak.claims.verdicts import judge, markdown, metrics_json
+from privleak.claims.tables import markdown, metrics_json
+from privleak.claims.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,9 +55,10 @@ def test_a_verdict_holds_when_the_rerun_reads_the_same():
 
 def test_the_units_to_settle_a_fragile_verdict_are_the_larger_runs_need():
     record = st.compare(BASE, RERUN)
-    # committed: half-width 0.1 at effect 0.2 -> 10 (0.5)^2 = 2.5, at least the 10 there are;
-    # rerun: half-width 0.15 at effect 0.1 -> 10 (1.5)^2 = 22.5 -> 23
-    assert record["s3.b"]["units_to_settle"] == 23
+    # 80 % power at 0.05: n ((z_.975 + z_.8) se / effect)^2, se = half the width / z_.975.
+    # committed: se 0.1 / 1.96 at effect 0.2 -> 5.1, at least the 10 there are;
+    # rerun: se 0.15 / 1.96 at effect 0.1 -> 10 (2.8016 * 0.07653 / 0.1)^2 = 45.97 -> 46
+    assert record["s3.b"]["units_to_settle"] == 46
     # the rerun's effect crossed the null: no number of units settles it at these effects
     assert record["s2.e"]["units_to_settle"] is None and record["s2.e"]["crossed"]
     assert not record["s3.b"]["crossed"]
@@ -99,8 +101,8 @@ def test_marks_say_stable_fragile_unmeasured_or_not_decided():
     assert marked["s3.b"].verdict == REPRODUCED  # a fragile verdict keeps its verdict
     assert marked["s3.b"].note.endswith(
         "fragile: under other floats (ATen's AVX2 kernels, make stability) it read "
-        "inconclusive, 0.1 [-0.05, 0.25]; about 23 dialogs (2.30x now) would decide it in both "
-        "runs"
+        "inconclusive, 0.1 [-0.05, 0.25]; about 46 dialogs (4.60x now) would decide it in both "
+        "runs at 80 % power"
     )
     crossed = st.mark([claim("s2.e", 0.2, 0.1, 0.3)], record)[0]
     assert crossed.note.endswith(
@@ -109,8 +111,8 @@ def test_marks_say_stable_fragile_unmeasured_or_not_decided():
     )
     entry = record["s3.b"] | {"units": 40}
     assert st.fragile_note(entry, "40 attack prompts x 6 training runs").endswith(
-        "about 23 attack prompts (0.57x now) and 0.57 times the 6 training runs would decide it "
-        "in both runs"
+        "about 46 attack prompts (1.15x now) and 1.15 times the 6 training runs would decide it "
+        "in both runs at 80 % power"
     )
     crossing = record["s2.e"] | {"units": 72}
     assert st.fragile_note(crossing, "72 members (crossed with the non-members and the "

@@ -1,5 +1,6 @@
-"""privleak.claims.stats on constructed data: interval coverage, resampling by unit, by stratum
-and by training run, determinism, degenerate inputs, and the effect helpers."""
+"""privleak.claims.stats on constructed data: the procedure each effect gets, interval coverage,
+resampling by unit, by stratum and by training run, determinism, degenerate inputs, and the effect
+helpers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from privleak import claims as cl
 from privleak.errors import PrivleakError
@@ -22,24 +24,82 @@ def boot(values, statistic=np.mean, **options):
 # ---------------------------------------------------------------- bootstrap
 
 
-def test_interval_of_a_known_mean_has_the_normal_width():
+def test_a_mean_over_units_gets_the_t_interval():
     x = np.random.default_rng(2).normal(0.5, 1.0, 400)
     estimate = boot(x, n_boot=2000)
-    assert estimate.low < 0.5 < estimate.high
+    assert estimate.test.method == "t" and estimate.test.df == 399
     assert estimate.effect == pytest.approx(x.mean())
-    expected = 2 * 1.96 * x.std(ddof=1) / math.sqrt(400)  # ≈ 2 * 1.96 / 20
-    assert estimate.high - estimate.low == pytest.approx(expected, rel=0.1)
-    assert 0.15 < estimate.high - estimate.low < 0.25
+    half = stats.t.ppf(0.975, 399) * x.std(ddof=1) / math.sqrt(400)
+    assert (estimate.low, estimate.high) == pytest.approx((x.mean() - half, x.mean() + half))
+    assert estimate.test.p_value(0.0) == pytest.approx(stats.ttest_1samp(x, 0.0).pvalue)
 
 
-@pytest.mark.parametrize("method", ["percentile", "BCa"])
-def test_intervals_cover_the_true_mean_about_95_percent_of_the_time(method):
+def test_a_mean_over_rows_of_units_gets_the_cluster_robust_t():
+    # 4 units of 1, 2, 3 and 2 rows: the mean over rows is a ratio estimator; CR1 over 4 units.
+    values = np.array([1.0, 2.0, 4.0, 0.0, 3.0, 5.0, 1.0, 1.0])
+    groups = np.array([0, 1, 1, 2, 2, 2, 3, 3])
+    estimate = boot(values, groups=groups)
+    mean = values.mean()  # 17 / 8
+    sums = np.bincount(groups, weights=values - mean)
+    se = math.sqrt(4 / 3 * (sums**2).sum() / 8**2)
+    assert estimate.test.method == "cluster t" and estimate.test.df == 3
+    assert estimate.test.se == pytest.approx(se)
+    assert estimate.units == 4
+
+
+def test_skewed_small_samples_keep_their_coverage():
     rng = np.random.default_rng(3)
     covered = 0
-    for i in range(100):  # skewed data, n = 60: the true mean is 1
-        estimate = boot(rng.exponential(1.0, 60), n_boot=300, seed=i, method=method)
+    for i in range(400):  # skewed data, n = 12: the true mean is 1
+        estimate = boot(rng.exponential(1.0, 12), seed=i)
         covered += estimate.low < 1.0 < estimate.high
-    assert 0.85 <= covered / 100 <= 0.99
+    assert 0.88 <= covered / 400 <= 0.98
+
+
+def test_paired_binary_outcomes_get_mcnemars_exact_test():
+    # 5 of 6 discordant pairs favour the second setting, 1 the first, 4 concordant.
+    differences = np.array([1, 1, 1, 1, 1, -1, 0, 0, 0, 0.0])
+    estimate = boot(differences, binary="paired")
+    assert estimate.test.method == "exact sign (McNemar)"
+    # two-sided exact: 2 P(X >= 5 | Bin(6, 1/2)) = 2 * 7 / 64
+    assert estimate.test.p_value(0.0) == pytest.approx(14 / 64)
+    low, high = stats.binomtest(5, 6).proportion_ci(0.95, method="exact")
+    expected = (0.6 * (2 * low - 1), 0.6 * (2 * high - 1))  # 6 of 10 pairs discordant
+    assert (estimate.low, estimate.high) == pytest.approx(expected)
+    assert math.isnan(estimate.test.p_value(0.1))  # the sign test tests 0 only
+
+
+def test_a_share_of_binary_outcomes_gets_clopper_pearson():
+    outcomes = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0.0])
+    estimate = boot(outcomes, binary="share")
+    assert estimate.test.method == "exact binomial (Clopper-Pearson)"
+    exact = stats.binomtest(2, 10, 0.5)
+    assert (estimate.low, estimate.high) == pytest.approx(tuple(exact.proportion_ci(0.95, "exact")))
+    # central p: 2 P(X <= 2 | Bin(10, 1/2)) = 2 * 56 / 1024
+    assert estimate.test.p_value(0.5) == pytest.approx(112 / 1024)
+    with pytest.raises(PrivleakError, match="values in {0, 1}"):
+        boot(np.array([0.0, 0.5, 1.0]), binary="share")
+
+
+def test_a_two_sample_contrast_gets_welchs_t():
+    first, second = np.array([3.0, 5.0, 4.0, 6.0]), np.array([1.0, 2.0, 1.5, 0.5, 2.5])
+    rows, strata = cl.two_samples(first, second)
+    estimate = boot(rows, cl.mean_contrast, strata=strata, min_units=2)
+    welch = stats.ttest_ind(first, second, equal_var=False)
+    assert estimate.test.method == "Welch t"
+    assert estimate.test.p_value(0.0) == pytest.approx(welch.pvalue)
+    low, high = welch.confidence_interval(0.95)
+    assert (estimate.low, estimate.high) == pytest.approx((low, high))
+
+
+def test_any_other_statistic_gets_a_t_interval_on_its_bootstrap_standard_error():
+    rows = np.random.default_rng(5).normal(size=(15, 2)) @ [[1.0, 0.6], [0.0, 0.8]]
+    rho = boot(rows, lambda r: cl.spearman(r[:, 0], r[:, 1]), n_boot=500)
+    assert rho.test.method == "bootstrap-SE t" and rho.test.df == 14
+    assert rho.test.resamples == 500
+    half = stats.t.ppf(0.975, 14) * rho.test.se
+    assert (rho.low, rho.high) == pytest.approx((rho.effect - half, rho.effect + half))
+    assert (rho.test.p_value(0.0) < 0.05) == (rho.low > 0 or rho.high < 0)
 
 
 def test_groups_resample_whole_units_so_pairs_stay_together():
@@ -110,13 +170,13 @@ def test_runs_carry_the_training_noise_that_units_alone_miss():
     run_effects = [0.1, 0.5, -0.2, 0.3, 0.9, 0.0, 0.4, -0.1]
     values, units, runs = crossed(run_effects, np.zeros(20), settings=2)
     alone = boot(values, groups=units)
-    assert math.isnan(alone.low) and "same effect" in alone.note
+    assert math.isnan(alone.low) and "give the same value" in alone.note
     both = boot(values, groups=units, runs=runs, n_boot=2000)
-    over_runs = boot(np.asarray(run_effects), n_boot=2000)
+    over_runs = boot(np.asarray(run_effects))  # t over the 8 run means
     assert both.effect == pytest.approx(np.mean(run_effects))
-    assert both.units == 20
-    assert both.low == pytest.approx(over_runs.low, abs=0.06)
-    assert both.high == pytest.approx(over_runs.high, abs=0.06)
+    assert both.units == 20 and both.test.df == 7  # the runs' degrees of freedom
+    # the bootstrap's standard error is the plug-in one: sqrt((n - 1) / n) of t's
+    assert both.test.se == pytest.approx(over_runs.test.se * math.sqrt(7 / 8), rel=0.05)
 
 
 def test_runs_and_units_are_both_resampled():
@@ -164,9 +224,10 @@ def test_too_few_runs_or_an_unbalanced_design_give_no_interval_or_one_line():
 
 
 def test_same_seed_same_interval_other_seed_other_draws():
-    x = np.random.default_rng(1).normal(size=50)
-    assert boot(x, seed=11) == boot(x, seed=11)
-    assert boot(x, seed=11).low != boot(x, seed=12).low
+    x = np.random.default_rng(1).normal(size=(50, 2))
+    spread = lambda r: float(np.std(r[:, 0] - r[:, 1]))  # noqa: E731
+    assert boot(x, spread, seed=11) == boot(x, spread, seed=11)
+    assert boot(x, spread, seed=11).low != boot(x, spread, seed=12).low
 
 
 @pytest.mark.parametrize(
@@ -174,7 +235,7 @@ def test_same_seed_same_interval_other_seed_other_draws():
     [
         ([], "no units"),
         ([2.5], "1 units < min_units 2"),
-        ([1.0] * 10, "all resamples of the 10 units give the same effect"),
+        ([1.0] * 10, "all 10 units give the same value"),
         ([1.0, NAN, 2.0, 3.0], "1 non-finite values"),
         ([1.0, np.inf, 2.0, 3.0], "1 non-finite values"),
     ],
@@ -215,7 +276,7 @@ def test_min_units_is_a_floor_per_stratum():
         ({"n_boot": 10}, "claims.n_boot must be an int >= 100; got 10"),
         ({"alpha": 0.7}, r"claims.alpha must be in \(0, 0.5\); got 0.7"),
         ({"min_units": 1}, "claims.min_units must be an int >= 2; got 1"),
-        ({"method": "jackknife"}, "claims.method must be one of"),
+        ({"binary": "counts"}, "binary must be one of"),
     ],
 )
 def test_bad_settings_are_one_line_errors(options, match):

@@ -1,12 +1,18 @@
-"""privleak.claims.verdicts: verdict edges (docs/design.md §8), judged claims, the claim files."""
+"""privleak.claims.verdicts and tables: verdict edges (docs/design.md §8), judged claims with
+their procedure's p-value, power and borderline marks, the claim files."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+from scipy import stats
 
 from privleak import claims as cl
+from privleak.claims.procedures import Test
+from privleak.claims.spec import Primary
+from privleak.claims.tables import judged_frame
 from privleak.errors import PrivleakError
 
 NAN = float("nan")
@@ -63,38 +69,47 @@ def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
     assert claim("b", 0.1, 0.3).verdict == cl.REPRODUCED
 
 
-@pytest.mark.parametrize(
-    "effect, low, high, units, null, expected",
-    [
-        # half-width 0.2 on the null's side, effect 0.1: beyond n (0.2 / 0.1)^2 = 4 n
-        (0.1, -0.1, 0.4, 10, 0.0, 41),
-        (-0.1, -0.4, 0.1, 10, 0.0, 41),  # the other side: its upper half-width counts
-        (1.5, 1.0, 2.0, 25, 1.25, 101),  # a ratio against 1.25: (0.5 / 0.25)^2 = 4
-        (0.3, -0.01, 0.5, 9, 0.0, 10),  # (0.31 / 0.3)^2 * 9 = 9.61: the next integer
-        (0.1, 0.0, 0.2, 10, 0.0, 11),  # touching the null at n: one more unit, at least
-        (0.0, -0.1, 0.1, 10, 0.0, None),  # no observed effect
-        (0.1, NAN, NAN, 10, 0.0, None),  # no interval
-        (0.1, 0.1, 0.1, 10, 0.0, None),  # a degenerate interval
-        (0.1, -0.1, 0.3, 1, 0.0, None),  # one unit
-    ],
-)
-def test_units_to_decide_scales_the_half_width_as_one_over_root_n(
-    effect, low, high, units, null, expected
-):
-    estimate = cl.Estimate(effect, low, high, units)
-    assert cl.units_to_decide(estimate, null) == expected
+def t_claim(claim_id, effect, se, n=8, **fields):
+    test = Test("t", effect, se=se, df=n - 1)
+    low, high = test.interval(0.05)
+    estimate = cl.Estimate(effect, low, high, n, test=test)
+    base = {"paper": "S0", "quote": "q | pipe", "where": "§1", "effect_name": "e",
+            "direction": "+", "unit": "contexts"}  # fmt: skip
+    return cl.judge(claim_id, estimate=estimate, **(base | fields))
 
 
-def test_an_inconclusive_claim_says_how_many_units_would_decide_it():
-    judged = claim("a", -0.1, 0.4, effect=0.1)
-    assert judged.verdict == cl.INCONCLUSIVE
-    assert judged.note == (
-        "about 33 contexts would decide it at the observed effect (the interval narrows as "
-        "1/sqrt(n); 8 now)"
+def test_a_claims_p_value_comes_from_its_procedure_and_matches_its_interval():
+    judged = t_claim("s0.a", 0.3, 0.1)
+    assert judged.method == "t"
+    assert judged.p_value == pytest.approx(2 * stats.t.sf(3.0, 7))
+    assert judged.verdict == cl.REPRODUCED and judged.p_value < 0.05
+    assert math.isnan(t_claim("s0.b", 0.3, 0.1, missing="runs").p_value)  # not its test
+
+
+def test_an_undecided_claim_says_how_many_units_would_decide_it_at_80_percent_power():
+    found = [t_claim("s0.a", 0.1, 0.1), t_claim("s0.b", 0.4, 0.1), t_claim("s0.c", 0.0, 0.1)]
+    frame = judged_frame(found, 0.05).set_index("id")
+    # a secondary family of 3 claims: level 0.05 / 3; 8 ((2.394 + 0.8416) 0.1 / 0.1)^2 = 83.8
+    assert frame.loc["s0.a", "note"] == (
+        "about 84 contexts would decide it at 80 % power at its family's level 0.017 (the "
+        "standard error shrinking as 1/sqrt(n); 8 now)"
     )
-    assert "would decide" not in claim("b", 0.1, 0.3).note  # decided: no power note
-    assert "would decide" not in claim("c", 0.1, 0.3, missing="runs").note
-    assert claim("d", -0.1, 0.1, effect=0.0).note.startswith("no effect observed")
+    assert "would decide" not in frame.loc["s0.b", "note"]  # decided
+    assert frame.loc["s0.c", "note"].startswith("no effect observed")
+
+
+def test_a_bootstrap_verdict_within_three_monte_carlo_errors_of_the_null_is_borderline():
+    test = Test("bootstrap-SE t", 0.2, se=0.1, df=20, resamples=200)
+    low, high = test.interval(0.05)  # low = 0.2 - 2.086 * 0.1 < 0: move the effect up a hair
+    near = Test("bootstrap-SE t", 0.2 - low + 1e-3, se=0.1, df=20, resamples=200)
+    estimate = cl.Estimate(near.effect, *near.interval(0.05), 21, test=near)
+    judged = cl.judge("s0.x", paper="S0", quote="q", where="w", effect_name="e", direction="+",
+                      estimate=estimate, unit="contexts")  # fmt: skip
+    # its lower end 1e-3 above 0; the endpoint's Monte-Carlo error 0.2086 / sqrt(398) = 0.0105
+    assert judged.verdict == cl.REPRODUCED and judged.borderline
+    assert "borderline" in judged.note
+    assert not cl.judge("s0.y", paper="S0", quote="q", where="w", effect_name="e", direction="+",
+                        estimate=cl.Estimate(0.5, 0.3, 0.7, 21), unit="contexts").borderline
 
 
 def test_claim_files_are_sorted_rounded_and_deterministic():
@@ -109,16 +124,41 @@ def test_claim_files_are_sorted_rounded_and_deterministic():
     body = json.loads(cl.metrics_json(found, 0.05))
     assert body["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 1}
     assert body["total"] == 3
-    assert body["claims"]["s0.c"] == {"effect": 2.0, "ci": [None, None], "verdict": "inconclusive",
-                                      "holm": "inconclusive", "fdr_by": "inconclusive",
-                                      "stable": ""}  # fmt: skip
-    assert body["adjusted"]["holm"]["s1"] == {"reproduced": 0, "contradicted": 1, "inconclusive": 0}
+    assert body["claims"]["s0.c"] == {
+        "effect": 2.0, "ci": [None, None], "method": "none", "p_value": None,
+        "role": "secondary", "family": "s0 secondary", "verdict": "inconclusive",
+        "adjusted": "inconclusive", "units_to_decide": None, "borderline": False, "also": "",
+        "stable": "",
+    }  # fmt: skip
+    # decided without a procedure's p-value: inconclusive once adjusted
+    assert body["adjusted"]["s1 secondary"] == {
+        "reproduced": 0, "contradicted": 0, "inconclusive": 1
+    }  # fmt: skip
+    assert body["primary"]["s1"] == {"reproduced": 0, "contradicted": 0, "inconclusive": 0}
     assert cl.metrics_json(found, 0.05) == cl.metrics_json(list(reversed(found)), 0.05)
     page = cl.markdown(found, alpha=0.05)
-    assert "3 claims: 1 reproduced, 1 contradicted, 1 inconclusive" in page
-    row = "| s0.c | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | **inconclusive** | inconclusive |"
+    assert "3 claims: 1 reproduced, 1 contradicted, 1 inconclusive; and 0 checks" in page
+    row = ("| s0.c | secondary | §1 | “q \\| pipe” | + 0 | 2 [n/a, n/a] | none | n/a | "
+           "**inconclusive** | inconclusive |  |  |")  # fmt: skip
     assert row in page
-    assert "| s1 | 0 / 1 / 0 | 0 / 1 / 0 | 0 / 1 / 0 |" in page
+    assert "| s1 secondary | Benjamini-Yekutieli | 1 | 0 / 1 / 0 | 0 / 0 / 1 |" in page
     assert page == cl.markdown(list(reversed(found)), alpha=0.05)
     with pytest.raises(PrivleakError, match="claim ids must be unique"):
         cl.claims_frame(found + [claim("s0.a", 0.1, 0.2)])
+
+
+def test_primary_claims_lead_the_page_and_checks_stand_apart():
+    found = [
+        t_claim("s2.a", 0.3, 0.1, role="primary",
+                primary=Primary("PAD substantially reduces leakage", "Abstract")),
+        t_claim("s2.b", 0.3, 0.1, role="check"),
+    ]  # fmt: skip
+    body = json.loads(cl.metrics_json(found, 0.05))
+    assert body["primary"]["s2"] == {"reproduced": 1, "contradicted": 0, "inconclusive": 0}
+    assert body["checks"] == {"pass": 1, "fail": 0, "undecided": 0}
+    assert body["total"] == 1 and body["counts"]["reproduced"] == 1  # the check is not a claim
+    page = cl.markdown(found, alpha=0.05)
+    assert page.index("## Primary claims") < page.index("## Every family")
+    assert "| s2 | 1 | 1 | 0 | 0 |" in page
+    assert "| s2.a | “PAD substantially reduces leakage” | Abstract |" in page
+    assert "| s2.b | e (+ 0) | 0.3 [" in page and "| **pass** |" in page

@@ -93,12 +93,13 @@ def domain_privacy_interval(
     alpha: float = 0.05,
     pseudocount: float = 0.0,
     min_units: int = 2,
-    method: str = "percentile",
     target_runs: Sequence[Hashable] | None = None,
     lower_bound_if_reference_clean: bool = False,
 ) -> Estimate:
-    """`domain_privacy`'s ratio and its (1 - alpha) bootstrap interval over prompts (min_units
-    and method as in `privleak.claims.bootstrap`).
+    """`domain_privacy`'s ratio and its (1 - alpha) interval over prompts (min_units as in
+    `privleak.claims.bootstrap`): a t interval on the bootstrap standard error of log C,
+    exponentiated (a ratio's sampling distribution is far from symmetric on its own scale), so
+    the Estimate's test reads C's null on the log scale.
 
     The unit is the prompt: a prompt's samples come from one context, so they are not
     independent, and a drawn prompt brings all of its samples under both models along (the same
@@ -144,7 +145,6 @@ def domain_privacy_interval(
             seed=seed,
             alpha=alpha,
             min_units=min_units,
-            method=method,
             target_runs=target_runs,
         )
         units = len(np.unique(prompt_codes([*target_prompt_ids, *reference_prompt_ids])))
@@ -167,13 +167,11 @@ def domain_privacy_interval(
         reference_groups = reference_groups * len(runs)
         crossing["runs"] = np.r_[run_codes, np.repeat(runs, len(reference_flagged))]
     rows = np.r_[target, reference]
-    # A percentile interval maps through any monotone transform, so where the reference flags
-    # less often than the target (a resample may draw none of its flags: C = inf there), the
-    # interval of 1 / C = reference rate / target rate, finite unless a resample draws none of
-    # the target's flags, is inverted.
+    # Where the reference flags less often than the target, a resample may draw none of its flags
+    # (C = inf there): log(1 / C) = log(reference rate / target rate) is finite unless a resample
+    # draws none of the target's flags, and its interval, negated, is log C's.
     inverted = (
-        method == "percentile"
-        and pseudocount == 0
+        pseudocount == 0
         and point.reference_flagged > 0
         and point.reference_flagged * point.target_nonempty
         < point.target_flagged * point.reference_nonempty
@@ -181,26 +179,24 @@ def domain_privacy_interval(
     estimate = bootstrap(
         rows,
         partial(
-            _ratio_of_rows, pseudocount=pseudocount, reference_copies=copies, inverted=inverted
+            _log_ratio_of_rows,
+            pseudocount=pseudocount,
+            reference_copies=copies,
+            inverted=inverted,
         ),
         n_boot=n_boot,
         seed=seed,
         alpha=alpha,
         min_units=min_units,
-        method=method,
         groups=prompt_codes([*target_groups, *reference_groups]),
         **crossing,
     )
-    if not inverted:
-        return estimate
-    return replace(
-        estimate, effect=point.ratio, low=_inverse(estimate.high), high=_inverse(estimate.low)
-    )
-
-
-def _inverse(value: float) -> float:
-    """1 / value, with 1 / 0 = inf (a ratio's bound where its inverse reaches 0); NaN stays."""
-    return math.inf if value == 0 else 1 / value
+    if estimate.test is None:
+        return replace(estimate, effect=point.ratio, low=math.nan, high=math.nan)
+    sign = -1.0 if inverted else 1.0
+    test = replace(estimate.test, effect=sign * estimate.test.effect, log_scale=True)
+    low, high = test.interval(alpha)
+    return replace(estimate, effect=point.ratio, low=low, high=high, test=test)
 
 
 def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
@@ -209,12 +205,13 @@ def _flag_rows(is_target: float, flagged, nonempty) -> np.ndarray:
     return np.c_[np.full(len(flagged), is_target), flagged & nonempty, nonempty]
 
 
-def _ratio_of_rows(
+def _log_ratio_of_rows(
     drawn: np.ndarray, pseudocount: float, reference_copies: int = 1, inverted: bool = False
 ) -> float:
-    """domain_privacy's ratio of `_flag_rows` rows (target and reference rows together), where
-    the reference's rows come `reference_copies` times (once per drawn training run); its
-    inverse (reference rate / target rate) when `inverted`."""
+    """The log of domain_privacy's ratio of `_flag_rows` rows (target and reference rows
+    together), where the reference's rows come `reference_copies` times (once per drawn training
+    run); of its inverse (reference rate / target rate) when `inverted`. inf or NaN where a rate
+    is 0."""
     target = drawn[:, 0] == 1
     flagged, nonempty = drawn[:, 1], drawn[:, 2]
     rates = (
@@ -225,7 +222,9 @@ def _ratio_of_rows(
             pseudocount,
         ),
     )
-    return _ratio(*rates[::-1]) if inverted else _ratio(*rates)
+    ratio = _ratio(*rates[::-1]) if inverted else _ratio(*rates)
+    with np.errstate(divide="ignore"):
+        return float(np.log(ratio))
 
 
 def domain_privacy_bound(
@@ -240,7 +239,6 @@ def domain_privacy_bound(
     seed: int,
     alpha: float = 0.05,
     min_units: int = 2,
-    method: str = "percentile",
     target_runs: Sequence[Hashable] | None = None,
 ) -> float:
     """A lower bound on C where the reference never flags (its estimate is inf): the target
@@ -286,12 +284,11 @@ def domain_privacy_bound(
         seed=seed,
         alpha=alpha,
         min_units=min_units,
-        method=method,
         groups=prompt_codes(target_prompt_ids),
         **crossing,
     )
     reference = stats.binomtest(0, reference_prompts).proportion_ci(1 - alpha, method="exact")
-    return target.low / reference.high
+    return max(target.low, 0.0) / reference.high  # a rate's t limit may fall below 0
 
 
 def domain_privacy_table(

@@ -1,9 +1,10 @@
-"""Claims as data: the statistics core (`stats`), verdicts and the claims table (`verdicts`), the
-declarative catalogue of paper sentences (`catalogue`) and one estimator module per paper
-(`s0` ... `s4`), which turn cached artifacts into effects with intervals."""
+"""Claims as data: the statistics core (`stats`, `procedures`), verdicts (`verdicts`), the claims
+table in its forms (`tables`), the declarative catalogue of paper sentences (`catalogue`) with
+each Spec's role (`roles`: primary claims, checks) and one estimator module per paper (`s0` ...
+`s4`), which turn cached artifacts into effects with intervals."""
 
+from privleak.claims.spec import CONTRADICTED, INCONCLUSIVE, REPRODUCED, VERDICTS
 from privleak.claims.stats import (
-    METHODS,
     NAN,
     Estimate,
     bootstrap,
@@ -16,23 +17,18 @@ from privleak.claims.stats import (
     unit_trends,
     worst_case,
 )
-from privleak.claims.verdicts import (
-    CONTRADICTED,
-    DIRECTIONS,
-    INCONCLUSIVE,
-    REPRODUCED,
-    VERDICTS,
-    Claim,
-    adjusted_lines,
-    claims_frame,
+from privleak.claims.tables import (
     counts,
-    judge,
     judged_frame,
     markdown,
     metrics_json,
-    power_note,
     stability_lines,
-    units_to_decide,
+)
+from privleak.claims.verdicts import (
+    DIRECTIONS,
+    Claim,
+    claims_frame,
+    judge,
     verdict,
 )
 
@@ -40,13 +36,11 @@ __all__ = [
     "CONTRADICTED",
     "DIRECTIONS",
     "INCONCLUSIVE",
-    "METHODS",
     "NAN",
     "REPRODUCED",
     "VERDICTS",
     "Claim",
     "Estimate",
-    "adjusted_lines",
     "bootstrap",
     "claims_frame",
     "counts",
@@ -59,11 +53,9 @@ __all__ = [
     "settings_matrix",
     "slope",
     "spearman",
-    "two_samples",
-    "power_note",
     "stability_lines",
+    "two_samples",
     "unit_trends",
-    "units_to_decide",
     "verdict",
     "worst_case",
 ]

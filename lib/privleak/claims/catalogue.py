@@ -10,7 +10,10 @@ joins their findings with this catalogue and judges them (docs/design.md §8).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from privleak.claims.catalogue_s0_s1 import SPECS_S0_S1
+from privleak.claims.roles import CHECKS, PRIMARY
 from privleak.claims.spec import FRONTIER, MIA, S2, S3, S4, Spec
 
 MIA_NOTE = (
@@ -328,13 +331,14 @@ SPECS = (
     ),
     # ---- S4: DP-RAG
     Spec(
-        id="s4.accuracy_rises_with_frequency.eps{epsilon:g}",
+        id="s4.accuracy_rises_with_frequency",
         paper=S4,
         quote="The results show the accuracy becomes reasonable when at least 100 documents hold "
         "a similar piece of information.",
         where="Evaluation, Fig. 6",
         effect="Spearman correlation of the patient's disease's number of documents with DP-RAG "
-        "naming it (response budget epsilon = {epsilon:g})",
+        "naming it, averaged over the response budgets (epsilon = {epsilons}): the budgets answer "
+        "the same questions, so they make one estimate, not one claim each",
         direction="+",
         unit="diseases (their drawn patients' symptom questions resampled together)",
     ),
@@ -451,7 +455,9 @@ SPECS = (
         "those planted {least} time(s) (each against all non-members; mean over runs)",
         direction="+",
         unit="members per duplication count (crossed with the non-members and the runs)",
-        note=MIA_NOTE,
+        note=MIA_NOTE + "; the two counts' members are different texts, and the tokenizer was "
+        "trained on the duplicated corpus, so the contrast confounds duplication with the texts "
+        "and their tokenization: it is not shown free of the text-level confound",
     ),
     Spec(
         id="s1.mia.order.{better}_over_{worse}.{model}",
@@ -466,4 +472,9 @@ SPECS = (
         note=MIA_NOTE,
     ),
 )
-CATALOGUE = {spec.id: spec for spec in SPECS}
+CATALOGUE = {
+    spec.id: replace(spec, primary=PRIMARY.get(spec.id), check=CHECKS.get(spec.id))
+    for spec in SPECS
+}
+_UNKNOWN = sorted((set(PRIMARY) | set(CHECKS)) - set(CATALOGUE))
+assert not _UNKNOWN, f"roles name specs the catalogue lacks: {_UNKNOWN}"

@@ -2,14 +2,15 @@
 findings of the MIA literature, judged on the family, whose membership is known by construction.
 
 Each effect is a difference of AUCs (mean over training runs) between two paired settings that
-share texts and runs, and its interval comes from the crossed resampling of
+share runs, and its interval is a t interval on the standard error of the crossed resampling of
 `privleak.mia.metrics` (texts of each stratum and runs drawn independently; the two settings see
 the same draws):
 - model size: the largest model's AUC minus the smallest's, per attack, over all members, its
   note giving the AUC at every size; and each step of the ordering, a model's AUC minus the next
   smaller one's;
 - duplication: on the largest model, the AUC of the members planted most often minus that of the
-  members planted once, per attack;
+  members planted once, per attack: different texts at the two counts, so the contrast confounds
+  duplication with the texts (and the tokenizer, trained on the duplicated corpus);
 - attack order: Min-K%++ minus Min-K%, and Min-K% minus LOSS, per model.
 """
 
@@ -21,8 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from privleak.claims.procedures import bootstrap_t
 from privleak.claims.registry import Finding
-from privleak.claims.stats import Estimate
+from privleak.claims.stats import Estimate, from_test
 from privleak.mia.table import member_groups, resampled, score_table
 
 SIZE_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
@@ -39,9 +41,12 @@ def load(interim: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 NONE = Estimate(float("nan"), float("nan"), float("nan"), 0)
 
 
-def _estimate(difference, units: int, alpha: float, method: str) -> Estimate:
-    low, high = difference.interval(alpha, method)
-    return Estimate(difference.effect, low, high, units)
+def _estimate(difference, units: int, alpha: float, runs: int) -> Estimate:
+    """A t interval on the standard error of a crossed bootstrap's draws, with the scarcer of the
+    members and the training runs minus one degrees of freedom."""
+    df = min(units, runs) - 1 if runs >= 2 else units - 1
+    test = bootstrap_t(difference.effect, difference.draws, df)
+    return from_test(test, units, alpha, difference.effect)
 
 
 def ordering(aucs: list[float], models: list[str]) -> str:
@@ -71,7 +76,7 @@ def findings(
     groups, non_members = member_groups(texts)
     models = list(dict.fromkeys(stats.loc[stats["role"] == "target", "model"]))
     counts = sorted((g for g in groups if g != "all"), key=int)
-    alpha, method = settings["alpha"], settings["method"]
+    alpha = settings["alpha"]
     runs = stats.loc[stats["role"] == "target", "run"].nunique()
     short = seeds_rule if mia["models"] == "family" and runs < settings["min_units"] else ""
     done: dict[tuple[str, str], dict] = {}
@@ -86,7 +91,7 @@ def findings(
         return done[(attack, model)][(group, "auc")]
 
     def finding(spec: str, difference, units: int, fields: dict) -> Finding:
-        return Finding(spec, _estimate(difference, units, alpha, method), fields, missing=short)
+        return Finding(spec, _estimate(difference, units, alpha, runs), fields, missing=short)
 
     found = []
     members = len(groups["all"])

@@ -103,11 +103,15 @@ def wide(frame: pd.DataFrame, columns: str, values: str = "log_esp") -> pd.DataF
     )
 
 
-def seq_boot(d: Design, boot: Boot, values, statistic, index, kind: str, strata=None) -> Estimate:
+def seq_boot(
+    d: Design, boot: Boot, values, statistic, index, kind: str, strata=None, binary: str = ""
+) -> Estimate:
     """Bootstrap over the sequences of (run, seq_id) rows; crossed with runs when d.crossed."""
     crossing = {"runs": index.get_level_values("run")} if d.crossed and d.family_run(kind) else {}
     groups = index.get_level_values("seq_id")
-    return boot(np.asarray(values), statistic, groups=groups, strata=strata, **crossing)
+    return boot(
+        np.asarray(values), statistic, groups=groups, strata=strata, binary=binary, **crossing
+    )
 
 
 def greedy_margin(rows: np.ndarray) -> float:
@@ -151,7 +155,7 @@ def decoder_findings(esp: pd.DataFrame, d: Design, boot: Boot):
             hits = (by_decoder[decoder] >= -math.log(20)).to_numpy(dtype=float)
             yield Finding(
                 "s1.random_beats_greedy_x20.{decoder_slug}.{kind}",
-                seq_boot(d, boot, hits - greedy_hit, np.mean, index, kind),
+                seq_boot(d, boot, hits - greedy_hit, np.mean, index, kind, binary="paired"),
                 {**common, "decoder": decoder, "decoder_slug": slug(decoder)},
                 missing=d.one_run(kind),
                 note=no_greedy,
@@ -326,14 +330,20 @@ def partial_findings(frames: dict[str, pd.DataFrame], d: Design, boot: Boot):
         column = ("top-k 5", n)
         yield Finding(
             "s1.partial_not_easier_topk5.n{n}",
-            boot(easier[column].dropna().to_numpy(), np.mean) if column in easier else NONE,
+            boot(easier[column].dropna().to_numpy(), np.mean, binary="share")
+            if column in easier
+            else NONE,
             {**largest, "n": n},
             missing=isp_runs if column in easier else f"{n}-ISP under top-k 5",
         )
     has_both = {("top-k 5", 1), ("top-k 5", 2)} <= set(easier.columns)
     yield Finding(
         "s1.partial_more_mismatches_easier",
-        boot((easier[("top-k 5", 2)] - easier[("top-k 5", 1)]).dropna().to_numpy(), np.mean)
+        boot(
+            (easier[("top-k 5", 2)] - easier[("top-k 5", 1)]).dropna().to_numpy(),
+            np.mean,
+            binary="paired",
+        )
         if has_both
         else NONE,
         largest,

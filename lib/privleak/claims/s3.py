@@ -36,7 +36,7 @@ from privleak.training.train_log import regime
 
 Boot = Callable[..., Estimate]
 POLICIES = ("keyword", "classifier")
-BOOTSTRAP_KEYS = ("n_boot", "seed", "alpha", "min_units", "method")  # of the claims params
+BOOTSTRAP_KEYS = ("n_boot", "seed", "alpha", "min_units")  # of the claims params
 REDACTED = ("Pub+Redacted", "JFT", "Redaction Schedule")  # trained on redacted data, in part
 
 

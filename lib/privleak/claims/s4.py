@@ -56,6 +56,34 @@ def voters_gain(responses: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict]:
     return (table[high] - table[low]).to_numpy(), diseases, fields
 
 
+def mean_spearman(rows: np.ndarray) -> float:
+    """Rows [budget code, frequency, correct]: the mean over budgets of Spearman(frequency,
+    correct) within each budget."""
+    return float(np.mean([spearman(rows[rows[:, 0] == b, 1], rows[rows[:, 0] == b, 2])
+                          for b in np.unique(rows[:, 0])]))  # fmt: skip
+
+
+def frequency_finding(asked: pd.DataFrame, boot: Boot) -> Finding:
+    """Accuracy against document frequency, one estimate over every response budget (they answer
+    the same questions: a budget whose answers repeat another's adds no claim); the note gives each
+    budget's correlation and how many answers the budgets share."""
+    epsilons = sorted(asked["epsilon"].unique())
+    codes = asked["epsilon"].map({e: i for i, e in enumerate(epsilons)})
+    rows = np.c_[codes, asked[["frequency", "correct"]].astype(float).to_numpy()]
+    estimate = boot(rows, mean_spearman, groups=asked["disease"].to_numpy())
+    each = ", ".join(
+        f"ε {e:g}: {spearman(g['frequency'], g['correct'].astype(float)):.3f}"
+        for e, g in asked.groupby("epsilon")
+    )
+    answers = asked.pivot_table(index="question_id", columns="epsilon", values="correct",
+                                aggfunc="first").dropna()  # fmt: skip
+    same = int((answers.nunique(axis=1) == 1).sum())
+    note = (f"per budget: {each}; {same} of {len(answers)} questions get the same verdict at "
+            "every budget")  # fmt: skip
+    fields = {"epsilons": ", ".join(f"{e:g}" for e in epsilons)}
+    return Finding("s4.accuracy_rises_with_frequency", estimate, fields, note=note)
+
+
 def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
     """Every S4 claim on `load`'s frames."""
     responses = frames["responses"]
@@ -64,18 +92,7 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
         & (responses["decoder"] == "dp_rag")
         & (responses["sweep"] == "main")
     ]
-    found = [
-        Finding(
-            "s4.accuracy_rises_with_frequency.eps{epsilon:g}",
-            boot(
-                group[["frequency", "correct"]].astype(float).to_numpy(),
-                lambda r: spearman(r[:, 0], r[:, 1]),
-                groups=group["disease"].to_numpy(),
-            ),
-            {"epsilon": epsilon},
-        )
-        for epsilon, group in asked.groupby("epsilon")
-    ]
+    found = [frequency_finding(asked, boot)]
     if asked["epsilon"].nunique() >= 2:
         low, high = asked["epsilon"].min(), asked["epsilon"].max()
         table = asked.pivot_table(index=["question_id", "disease"], columns="epsilon",

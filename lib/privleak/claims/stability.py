@@ -25,11 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats
 
-from privleak.claims.multiplicity import paper_key
+from privleak.claims.multiplicity import paper_key, units_to_decide
 from privleak.claims.spec import DECIDED, FRAGILE, NOT_DECIDED, STABLE, UNMEASURED
-from privleak.claims.stats import Estimate
-from privleak.claims.verdicts import Claim, number, units_to_decide
+from privleak.claims.verdicts import Claim, number
 from privleak.errors import PrivleakError, require
 
 PERTURBATION = (
@@ -46,9 +46,14 @@ def _units(text: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def _estimate(row: Mapping) -> Estimate:
-    return Estimate(float(row["effect"]), float(row["ci_low"]), float(row["ci_high"]),
-                    _units(row["units"]))  # fmt: skip
+def _units_to_decide(row: Mapping, null: float, alpha: float) -> int | None:
+    """A claims-table row's units at 80 % power at `alpha`, its standard error read off its
+    interval (half the width over z_{1 - alpha/2})."""
+    low, high = float(row["ci_low"]), float(row["ci_high"])
+    if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
+        return None
+    se = (high - low) / (2 * float(stats.norm.isf(alpha / 2)))
+    return units_to_decide(float(row["effect"]), null, se, _units(row["units"]), alpha)
 
 
 def _side(row: Mapping) -> float:
@@ -63,15 +68,15 @@ def crossed(base: Mapping, perturbed: Mapping) -> bool:
     return not gap > 0
 
 
-def units_to_settle(base: Mapping, perturbed: Mapping) -> int | None:
+def units_to_settle(base: Mapping, perturbed: Mapping, alpha: float = 0.05) -> int | None:
     """About how many units would decide a committed decided claim the same way in both runs:
-    the larger of each run's `units_to_decide` at its own effect. None when the rerun's effect
-    `crossed` the null (more units alone would not settle that) or a run has no resampled
-    interval to scale. base, perturbed: claims-table rows (effect, ci_low, ci_high, units,
-    null)."""
+    the larger of each run's `units_to_decide` (80 % power at the unadjusted alpha) at its own
+    effect. None when the rerun's effect `crossed` the null (more units alone would not settle
+    that) or a run has no interval to scale. base, perturbed: claims-table rows (effect, ci_low,
+    ci_high, units, null)."""
     if crossed(base, perturbed):
         return None
-    needed = [units_to_decide(_estimate(row), float(base["null"])) for row in (base, perturbed)]
+    needed = [_units_to_decide(row, float(base["null"]), alpha) for row in (base, perturbed)]
     return None if None in needed else max(needed)
 
 
@@ -160,7 +165,10 @@ def fragile_note(entry: Mapping, units: str) -> str:
         return f"{read}; a run has no resampled interval to say how many {unit} would settle it"
     factor = settle / entry["units"] if entry["units"] else math.nan
     grown = f" and {factor:.2f} times the {runs}" if runs else ""
-    return f"{read}; about {settle} {unit} ({factor:.2f}x now){grown} would decide it in both runs"
+    return (
+        f"{read}; about {settle} {unit} ({factor:.2f}x now){grown} would decide it in both runs "
+        "at 80 % power"
+    )
 
 
 def stability_of(claim: Claim, record: Mapping[str, Mapping]) -> str:

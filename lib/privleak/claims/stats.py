@@ -1,10 +1,13 @@
-"""The statistics of claims: effects and their bootstrap intervals over independent units.
+"""The statistics of claims: effects and their intervals over independent units.
 
-Intervals come from a bootstrap over independent units (contexts, sequences): every row of a drawn
-unit comes along, so paired settings of one unit stay paired. Where a claim rests on trained models,
-the training runs (seeds) are a second, crossed axis: runs and units are resampled independently
-(Owen's "pigeonhole" bootstrap for crossed designs), so the interval covers both the choice of
-sequences and the randomness of training. Degenerate inputs (too few units, non-finite values,
+Each interval and its p-value come from the small-sample procedure that fits the effect
+(`privleak.claims.procedures`: t over units, McNemar's exact test, Welch's t, or a t interval on
+a bootstrap standard error). The bootstrap resamples independent units (contexts, sequences):
+every row of a drawn unit comes along, so paired settings of one unit stay paired. Where a claim
+rests on trained models, the training runs (seeds) are a second, crossed axis: runs and units are
+resampled independently (Owen's "pigeonhole" bootstrap for crossed designs), so the standard error
+covers both the choice of sequences and the randomness of training, and the t reference has the
+runs' degrees of freedom. Degenerate inputs (too few units, non-finite values,
 resamples that all agree) get no interval and a note saying why, never a crash or a fake-certain
 interval.
 
@@ -22,10 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from privleak.claims import procedures
 from privleak.errors import require
 
-METHODS = ("percentile", "BCa", "basic")  # scipy.stats.bootstrap interval methods
 NAN = float("nan")
+BINARY = ("", "paired", "share")  # what a 0/1 mean's values are (bootstrap's `binary`)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Estimate:
     units: int
     note: str = ""
     certified: bool = False
+    test: procedures.Test | None = None  # the procedure behind the interval, and its p-value
 
 
 def _units(n_rows: int, groups, strata) -> tuple:
@@ -95,12 +100,14 @@ def bootstrap(
     seed: int,
     alpha: float = 0.05,
     min_units: int = 2,
-    method: str = "percentile",
     groups=None,
     strata=None,
     runs=None,
+    binary: str = "",
 ) -> Estimate:
-    """effect = statistic(values) and its (1 - alpha) bootstrap interval over units.
+    """effect = statistic(values) and its (1 - alpha) interval over units, by the small-sample
+    procedure that fits the effect (privleak.claims.procedures; the Estimate's `test` gives its
+    p-value at any null).
 
     values: array, rows on axis 0. groups: a label per row; rows sharing a label form one unit,
     resampled whole (default: every row is a unit). strata: a label per row, constant within a
@@ -109,7 +116,16 @@ def bootstrap(
     units are then crossed factors, resampled independently, and a drawn (run, unit) cell
     contributes its rows (every cell must hold the same number of rows; at least min_units runs,
     else no interval). statistic: rows -> float, given the rows of the drawn units (a unit drawn
-    twice contributes its rows twice). Draws come from numpy's default_rng(seed) alone.
+    twice contributes its rows twice). binary: "paired" where values are differences of paired
+    0/1 outcomes, "share" where they are 0/1 outcomes, one row per unit ("" otherwise).
+
+    The procedure: a mean (np.mean) of 1-D values without strata or runs: McNemar's exact test
+    for binary "paired" and the exact binomial test for a binary "share" where every unit holds
+    one row, else Student's t over units (cluster-robust with several rows per unit);
+    `mean_contrast` of two strata without groups or runs: Welch's t; any other statistic: a t
+    interval on the bootstrap standard error (Owen's crossed "pigeonhole" bootstrap with runs),
+    with the scarcest resampled axis minus one degrees of freedom. Draws come from numpy's
+    default_rng(seed) alone.
     """
     require(
         isinstance(n_boot, int) and n_boot >= 100,
@@ -120,7 +136,7 @@ def bootstrap(
         isinstance(min_units, int) and min_units >= 2,
         f"claims.min_units must be an int >= 2; got {min_units!r}",
     )
-    require(method in METHODS, f"claims.method must be one of {METHODS}; got {method!r}")
+    require(binary in BINARY, f"binary must be one of {BINARY}; got {binary!r}")
     values = np.asarray(values, dtype=float)
     order, starts, lengths, samples = _units(len(values), groups, strata)
     n_units, smallest = lengths.size, min((len(s) for s in samples), default=0)
@@ -137,6 +153,18 @@ def bootstrap(
         note = f"{smallest} units{where} < min_units {min_units}: no interval"
         return Estimate(effect, NAN, NAN, n_units, note)
 
+    if runs is None and strata is None and statistic is np.mean and values.ndim == 1:
+        one_row = groups is None or bool((lengths == 1).all())
+        if binary and one_row:
+            exact = procedures.sign_exact if binary == "paired" else procedures.binomial_exact
+            return from_test(exact(values), n_units, alpha, effect)
+        return from_test(procedures.t_mean(values, groups), n_units, alpha, effect)
+    if runs is None and groups is None and statistic is mean_contrast and len(samples) == 2:
+        first = values[:, 0] == 1
+        test = procedures.welch(values[first, 1], values[~first, 1])
+        return from_test(test, n_units, alpha, effect)
+
+    df = smallest - 1
     if runs is None:
 
         def resampled(*drawn: np.ndarray) -> float:
@@ -149,6 +177,7 @@ def bootstrap(
             note = f"{cells.shape[0]} training runs < min_units {min_units}: no interval"
             return Estimate(effect, NAN, NAN, n_units, note)
         samples = [*samples, np.arange(cells.shape[0])]
+        df = min(df, cells.shape[0] - 1)
 
         def resampled(*drawn: np.ndarray) -> float:
             units = np.concatenate(drawn[:-1]).astype(int)
@@ -156,27 +185,30 @@ def bootstrap(
             return float(statistic(values[rows.reshape(-1)]))
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # BCa's degenerate-data warning: handled just below
-        result = stats.bootstrap(
+        warnings.simplefilter("ignore")  # a degenerate distribution: bootstrap_t says so
+        draws = stats.bootstrap(
             tuple(samples),
             resampled,
             n_resamples=n_boot,
             vectorized=False,
-            confidence_level=1 - alpha,
-            method=method,
+            method="percentile",  # only the distribution is read
             rng=np.random.default_rng(seed),
-        )
-    spread = result.bootstrap_distribution
-    if not np.isfinite(spread).all():
-        note = f"{int((~np.isfinite(spread)).sum())} of {n_boot} resamples gave no finite effect"
+        ).bootstrap_distribution
+    if not np.isfinite(draws).all():
+        note = f"{int((~np.isfinite(draws)).sum())} of {n_boot} resamples gave no finite effect"
         return Estimate(effect, NAN, NAN, n_units, note + ": no interval")
-    if np.ptp(spread) == 0:
-        note = f"all resamples of the {n_units} units give the same effect: no interval"
-        return Estimate(effect, NAN, NAN, n_units, note)
-    low, high = (float(v) for v in result.confidence_interval)
+    return from_test(procedures.bootstrap_t(effect, draws, df), n_units, alpha, effect)
+
+
+def from_test(test: procedures.Test | str, units: int, alpha: float, effect: float) -> Estimate:
+    """The Estimate of a procedure's Test (its (1 - alpha) interval), or of its reason for
+    giving none (a string: no interval, the note says why)."""
+    if isinstance(test, str):
+        return Estimate(effect, NAN, NAN, units, test)
+    low, high = test.interval(alpha)
     if not (math.isfinite(low) and math.isfinite(high)):
-        return Estimate(effect, NAN, NAN, n_units, f"{method} gave no finite interval")
-    return Estimate(effect, low, high, n_units)
+        return Estimate(effect, NAN, NAN, units, f"{test.method} gave no finite interval")
+    return Estimate(test.effect, low, high, units, test=test)
 
 
 def worst_case(slack: Iterable[float], what: str) -> Estimate:

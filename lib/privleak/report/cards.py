@@ -11,9 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from privleak.claims.multiplicity import ADJUSTMENTS
-from privleak.claims.spec import DECIDED_MARKS
-from privleak.claims.verdicts import CONTRADICTED, REPRODUCED, VERDICTS
+from privleak.claims.spec import (
+    CHECK,
+    CHECK_OUTCOMES,
+    CONTRADICTED,
+    DECIDED_MARKS,
+    PRIMARY,
+    REPRODUCED,
+    VERDICTS,
+)
 from privleak.errors import require
 from privleak.report.papers import Card, Number, Paper
 
@@ -192,36 +198,47 @@ def build(
                     rows=[our_row(n, key, figures) for n in card.numbers],
                     claims=mine.to_dict("records"),
                     stage=producing_stage(paths[0], outs),
-                    agreement=agreement(list(mine["verdict"])),
+                    agreement=agreement(list(mine.loc[mine["role"] != CHECK, "verdict"])),
                 )
             )
     return built
 
 
-def verdict_counts(built: Built, column: str = "verdict") -> dict[str, int]:
-    """{verdict: number of the card's claims}, zeros included: per claim (`verdict`) or adjusted
-    for the paper's number of claims (`holm`, `fdr_by`: privleak.claims.multiplicity)."""
-    verdicts = [claim[column] for claim in built.claims]
+def verdict_counts(
+    built: Built, column: str = "verdict", role: str | None = None
+) -> dict[str, int]:
+    """{verdict: number of the card's claims}, zeros included, checks left out: per claim
+    (`verdict`) or adjusted in its family (`adjusted`: privleak.claims.multiplicity); only the
+    claims of one role (primary, secondary) when `role` is given."""
+    verdicts = [
+        claim[column]
+        for claim in built.claims
+        if claim.get("role") != CHECK and (role is None or claim.get("role") == role)
+    ]
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
 def summary(built: Sequence[Built]) -> dict[str, int]:
     """One paper's counts: cards, paper numbers, those with a value of ours, claims per verdict
-    (zeros included), the same adjusted ("holm reproduced", ...), decided verdicts by stability
-    under other floats (stable, fragile, unmeasured) and cards per agreement."""
+    (zeros included, checks left out), its primary claims after Holm ("primary reproduced",
+    ...), every claim adjusted in its family ("adjusted reproduced", ...), checks passed and
+    failed, decided verdicts by stability under other floats (stable, fragile, unmeasured) and
+    cards per agreement."""
+    claims = [claim for b in built for claim in b.claims]
     return {
         "cards": len(built),
         "paper numbers": sum(len(b.card.numbers) for b in built),
         "with ours": sum(row.measured for b in built for row in b.rows),
         **{v: sum(verdict_counts(b)[v] for b in built) for v in VERDICTS},
+        **{f"primary {v}": sum(verdict_counts(b, "adjusted", PRIMARY)[v] for b in built)
+           for v in VERDICTS},
+        **{f"adjusted {v}": sum(verdict_counts(b, "adjusted")[v] for b in built)
+           for v in VERDICTS},
+        **{f"checks {o}": sum(claim.get("role") == CHECK and CHECK_OUTCOMES[claim["verdict"]] == o
+                              for claim in claims) for o in CHECK_OUTCOMES.values()},
         **{
-            f"{m} {v}": sum(verdict_counts(b, m)[v] for b in built)
-            for m in ADJUSTMENTS
-            for v in VERDICTS
-        },
-        **{
-            mark: sum(claim.get("stable") == mark for b in built for claim in b.claims)
+            mark: sum(c.get("role") != CHECK and c.get("stable") == mark for c in claims)
             for mark in DECIDED_MARKS
         },
         **{a: sum(b.agreement == a for b in built) for a in AGREEMENTS},
-    }
+    }  # fmt: skip

@@ -1,0 +1,210 @@
+"""Small-sample procedures: each claim's interval and its p-value from one procedure fitted to the
+effect type and the number of units (docs/design.md §8).
+
+A percentile bootstrap undercovers at the 6-12 units many claims rest on
+(benchmarks/bench_coverage.py), so the interval and the test come from:
+- `t_mean`: a mean over units (paired differences, per-unit trends): Student's t with n - 1
+  degrees of freedom on the units' values; with several rows per unit the mean over rows is a
+  ratio estimator and its standard error the cluster-robust one (CR1), with G - 1 degrees of
+  freedom over the G units.
+- `sign_exact`: paired binary outcomes, one pair per unit (differences in {-1, 0, 1}): McNemar's
+  exact test (the sign test on the discordant pairs) and the interval on the mean difference that
+  inverts it, Clopper-Pearson on the share of discordant pairs that favour the second setting,
+  conditional on their number.
+- `binomial_exact`: a share of units with a binary outcome: the Clopper-Pearson interval and the
+  exact binomial test that it inverts.
+- `welch`: a difference of two independent means: Welch's t with Satterthwaite's degrees of
+  freedom.
+- `bootstrap_t`: any other statistic (rank correlations, ratios of sums, maxima over a frontier,
+  AUCs, runs crossed with units): the effect plus or minus a t quantile times the standard error
+  of its bootstrap distribution, with degrees of freedom of the scarcest resampled axis minus one
+  (units, the smallest stratum, or training runs). An effect known only between two certified
+  bounds spans the bounds' own t intervals too (`Test.envelope`).
+
+Each returns a `Test`, which gives the interval at any level and the p-value at any null by the
+same procedure, so a claim's p-value is below alpha exactly when its interval excludes the null.
+Pure numpy/scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats
+
+from privleak.errors import require
+
+NAN = float("nan")
+T_MEAN, CLUSTER_T, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T = (
+    "t",
+    "cluster t",
+    "exact sign (McNemar)",
+    "exact binomial (Clopper-Pearson)",
+    "Welch t",
+    "bootstrap-SE t",
+)
+ROUNDING = 1e-12  # a standard error below this share of the values' scale is rounding: no spread
+PROCEDURES = (T_MEAN, CLUSTER_T, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T)
+
+
+@dataclass(frozen=True)
+class Test:
+    """A procedure's sufficient numbers: the effect, and for t-type procedures its standard
+    error and degrees of freedom; for the exact sign test the discordant pairs favouring the
+    second setting (`wins`) and the first (`losses`) out of `pairs`; for the exact binomial test
+    the units with the outcome (`wins`) out of `pairs`. `resamples`: the bootstrap
+    draws behind a bootstrap standard error (0: an analytic one)."""
+
+    method: str
+    effect: float
+    se: float = NAN
+    df: float = NAN
+    wins: int = 0
+    losses: int = 0
+    pairs: int = 0
+    resamples: int = 0
+    log_scale: bool = False  # effect and se are of the log of the claim's (positive) effect
+    # (centre, se) pairs whose t intervals the interval also spans: bounds of an effect known
+    # only between two certified bounds (the frontier's noisy laws)
+    envelope: tuple[tuple[float, float], ...] = ()
+
+    def interval(self, alpha: float) -> tuple[float, float]:
+        """The (1 - alpha) interval of the effect (on its own scale: exponentiated where the
+        procedure ran on the log scale)."""
+        if self.log_scale:
+            low, high = replace(self, log_scale=False).interval(alpha)
+            return math.exp(low), math.exp(high)
+        if self.method == BINOMIAL_EXACT:
+            return _clopper_pearson(self.wins, self.pairs, alpha)
+        if self.method == SIGN_EXACT:
+            discordant = self.wins + self.losses
+            low, high = _clopper_pearson(self.wins, discordant, alpha)
+            scale = discordant / self.pairs
+            return scale * (2 * low - 1), scale * (2 * high - 1)
+        quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
+        pairs = ((self.effect, self.se), *self.envelope)
+        return min(c - quantile * se for c, se in pairs), max(c + quantile * se for c, se in pairs)
+
+    def p_value(self, null: float) -> float:
+        """The two-sided p-value of effect = null by the same procedure as `interval` (NaN where
+        the procedure has no test of that null: the sign test tests 0 only)."""
+        if self.method == BINOMIAL_EXACT:
+            return _central_binomial_p(self.wins, self.pairs, null) if 0 < null < 1 else NAN
+        if self.method == SIGN_EXACT:
+            discordant = self.wins + self.losses
+            return _central_binomial_p(self.wins, discordant, 0.5) if null == 0 else NAN
+        if self.log_scale:
+            return replace(self, log_scale=False).p_value(math.log(null)) if null > 0 else NAN
+        if not (math.isfinite(null) and math.isfinite(self.effect)):
+            return NAN
+        # the interval excludes the null once every pair's t interval does, on one side
+        distances = [(c - null) / se for c, se in ((self.effect, self.se), *self.envelope)]
+        if not (all(d > 0 for d in distances) or all(d < 0 for d in distances)):
+            return 1.0
+        return float(2 * stats.t.sf(min(abs(d) for d in distances), self.df))
+
+    def monte_carlo_error(self, alpha: float) -> float:
+        """The Monte-Carlo standard error of an interval endpoint: the t quantile times the
+        standard error of a bootstrap standard error over `resamples` draws (se / sqrt(2 (B -
+        1)), normal theory); 0 for an analytic procedure."""
+        if not self.resamples:
+            return 0.0
+        quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
+        return quantile * self.se / math.sqrt(2 * (self.resamples - 1))
+
+
+def _central_binomial_p(successes: int, trials: int, share: float) -> float:
+    """Twice the smaller exact binomial tail of `successes` out of `trials` at `share`, capped at
+    1: the two-sided test that the Clopper-Pearson interval inverts."""
+    tail = min(
+        stats.binom.cdf(successes, trials, share), stats.binom.sf(successes - 1, trials, share)
+    )
+    return float(min(1.0, 2 * tail))
+
+
+def _clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
+    """The exact (1 - alpha) interval of a binomial proportion (Clopper & Pearson 1934)."""
+    low = 0.0 if successes == 0 else stats.beta.ppf(alpha / 2, successes, trials - successes + 1)
+    high = (
+        1.0 if successes == trials else stats.beta.isf(alpha / 2, successes + 1, trials - successes)
+    )
+    return float(low), float(high)
+
+
+def t_mean(values: np.ndarray, groups: np.ndarray | None = None) -> Test | str:
+    """The mean of `values` [rows] (a ratio estimator when `groups` puts several rows in a unit)
+    and its t test over units; a string saying why there is none (fewer than 2 units, no spread).
+    groups: a label per row (default: every row its own unit)."""
+    values = np.asarray(values, dtype=float)
+    codes = np.arange(values.size) if groups is None else np.unique(groups, return_inverse=True)[1]
+    units = int(codes.max()) + 1 if values.size else 0
+    if units < 2:
+        return f"{units} units: no t interval"
+    effect = float(values.mean())
+    sums = np.bincount(codes, weights=values - effect, minlength=units)  # [units]
+    variance = units / (units - 1) * float((sums**2).sum()) / values.size**2
+    if math.sqrt(variance) <= ROUNDING * float(np.abs(values).max()):
+        return f"all {units} units give the same value: no interval"
+    method = T_MEAN if units == values.size else CLUSTER_T
+    return Test(method, effect, se=math.sqrt(variance), df=units - 1)
+
+
+def sign_exact(differences: np.ndarray) -> Test | str:
+    """Paired binary outcomes, one pair per unit: `differences` [units] in {-1, 0, 1} (second
+    setting minus first). The mean difference and McNemar's exact test."""
+    differences = np.asarray(differences, dtype=float)
+    require(
+        bool(np.isin(differences, (-1.0, 0.0, 1.0)).all()),
+        "an exact sign test needs paired binary outcomes: differences in {-1, 0, 1}",
+    )
+    wins, losses = int((differences == 1).sum()), int((differences == -1).sum())
+    if wins + losses == 0:
+        return f"no discordant pair among {differences.size}: no interval"
+    return Test(SIGN_EXACT, float(differences.mean()), wins=wins, losses=losses,
+                pairs=int(differences.size))  # fmt: skip
+
+
+def binomial_exact(outcomes: np.ndarray) -> Test | str:
+    """A share of units with a binary outcome: `outcomes` [units] in {0, 1}; its exact test."""
+    outcomes = np.asarray(outcomes, dtype=float)
+    require(
+        bool(np.isin(outcomes, (0.0, 1.0)).all()),
+        "an exact binomial test needs binary outcomes: values in {0, 1}",
+    )
+    if outcomes.size < 2:
+        return f"{outcomes.size} units: no interval"
+    return Test(BINOMIAL_EXACT, float(outcomes.mean()), wins=int(outcomes.sum()),
+                pairs=int(outcomes.size))  # fmt: skip
+
+
+def welch(first: np.ndarray, second: np.ndarray) -> Test | str:
+    """mean(first) - mean(second) of two independent samples and Welch's t test."""
+    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if min(first.size, second.size) < 2:
+        return f"samples of {first.size} and {second.size}: no Welch interval"
+    v1, v2 = first.var(ddof=1) / first.size, second.var(ddof=1) / second.size
+    scale = max(float(np.abs(first).max()), float(np.abs(second).max()))
+    if math.sqrt(v1 + v2) <= ROUNDING * scale:
+        return "no spread in either sample: no interval"
+    df = (v1 + v2) ** 2 / (v1**2 / (first.size - 1) + v2**2 / (second.size - 1))
+    effect = float(first.mean() - second.mean())
+    return Test(WELCH, effect, se=math.sqrt(v1 + v2), df=float(df))
+
+
+def bootstrap_t(effect: float, draws: np.ndarray, df: int, min_share: float = 1.0) -> Test | str:
+    """`effect` and the standard error of its bootstrap `draws` [B], with `df` degrees of freedom
+    (the scarcest resampled axis minus one); the finite draws only, when at least `min_share` of
+    them are."""
+    draws = np.asarray(draws, dtype=float)
+    finite = draws[np.isfinite(draws)]
+    if df < 1:
+        return f"{df} degrees of freedom: no interval"
+    if finite.size < max(2, min_share * draws.size):
+        missed = draws.size - finite.size
+        return f"{missed} of {draws.size} resamples give no finite effect: no interval"
+    se = float(finite.std(ddof=1))
+    if se <= ROUNDING * float(np.abs(finite).max()):
+        return f"all {finite.size} resamples give the same effect: no interval"
+    return Test(BOOTSTRAP_T, float(effect), se=se, df=float(df), resamples=int(finite.size))
