@@ -109,7 +109,8 @@ found = evaluate(
         *audit.findings(frames["audit"], claims["alpha"]),
         *mia_claims.findings(frames["mia"], mia, claims, SEEDS),
         *frontier_claims.findings(frames["frontier"], matched["share"], comparisons, claims),
-    ]
+    ],
+    claims["alpha"],
 )
 # Each decided verdict's rerun on another machine's floats (`make stability`): stable or fragile.
 found = stability.mark(found, stability.load(paths.METRICS / "stability.json"))

@@ -256,7 +256,7 @@ def test_a_statistic_that_fails_on_some_resamples_gives_no_interval():
     x = np.arange(1.0, 11.0)
     estimate = boot(x, lambda s: s.mean() if 10 in s else NAN)  # NaN when 10 is not drawn
     assert estimate.effect == 5.5
-    assert math.isnan(estimate.low) and "resamples gave no finite effect" in estimate.note
+    assert math.isnan(estimate.low) and "resamples give no finite effect" in estimate.note
 
 
 def test_min_units_is_a_floor_per_stratum():

@@ -127,7 +127,7 @@ def test_claim_files_are_sorted_rounded_and_deterministic():
     assert body["claims"]["s0.c"] == {
         "effect": 2.0, "ci": [None, None], "method": "none", "p_value": None,
         "role": "secondary", "family": "s0 secondary", "verdict": "inconclusive",
-        "adjusted": "inconclusive", "units_to_decide": None, "borderline": False, "also": "",
+        "adjusted": "inconclusive", "units_to_decide": None, "also": "",
         "stable": "",
     }  # fmt: skip
     # decided without a procedure's p-value: inconclusive once adjusted

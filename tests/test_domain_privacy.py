@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 import privleak.domain_privacy as dp
 from privleak.errors import PrivleakError
@@ -71,10 +72,12 @@ def test_domain_privacy_bootstrap_takes_the_claims_settings():
     args = (target, reference, nonempty, nonempty, prompts, prompts)
     few = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5, min_units=11)
     assert math.isnan(few.low) and few.note == "10 units < min_units 11: no interval"
-    basic = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5, method="basic")
-    percentile = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5)
-    # basic reflects the percentile interval about the point estimate.
-    assert basic.low == pytest.approx(2 * percentile.effect - percentile.high)
+    interval = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5)
+    # a t interval on log C, exponentiated: symmetric about C on the log scale
+    assert math.sqrt(interval.low * interval.high) == pytest.approx(interval.effect)
+    assert interval.test.log_scale and interval.test.method.endswith("(log scale)")
+    # C's null 1 is tested on log C: p < 0.05 exactly when the interval excludes 1
+    assert (interval.test.p_value(1.0) < 0.05) == (interval.low > 1 or interval.high < 1)
 
 
 def test_domain_privacy_bootstrap_without_finite_ratio_gives_no_interval():
@@ -134,13 +137,12 @@ def clean_reference():
 
 
 def test_domain_privacy_bound_divides_the_target_lower_limit_by_the_exact_reference_limit():
-    # Target: a resample of the 20 prompts holds K copies of the clean one, K ~ Bin(20, 1/20),
-    # and reads 1 - K / 20; P(K <= 2) = 0.92 < 0.95 < P(K <= 3) = 0.98, so its 5th percentile
-    # (alpha 0.1) is 1 - 3 / 20 = 0.85. Reference: 0 flagged of 10 prompts, exact upper limit
-    # 1 - 0.05 ** (1 / 10) = 0.2588656. C >= 0.85 / 0.2588656 = 3.283558.
+    # Target: 19 of 20 prompts flagged, rate 0.95; its lower limit (alpha 0.1) is 0.95 - t_19,0.95
+    # x the bootstrap standard error, about sqrt(0.95 x 0.05 / 20) = 0.0487 (plug-in): 0.866.
+    # Reference: 0 flagged of 10 prompts, exact upper limit 1 - 0.05 ** (1 / 10) = 0.2588656.
     bound = dp.domain_privacy_bound(*clean_reference(), n_boot=1000, seed=0, alpha=0.1)
-    assert bound == pytest.approx(0.85 / (1 - 0.05 ** (1 / 10)))
-    assert bound == pytest.approx(3.283558, abs=1e-6)
+    plug_in = 0.95 - stats.t.ppf(0.95, 19) * math.sqrt(0.95 * 0.05 / 20)
+    assert bound == pytest.approx(plug_in / (1 - 0.05 ** (1 / 10)), rel=0.01)
     # The reference's empty samples are no evidence: only prompts with a non-empty sample count.
     target, reference, target_nonempty, _, target_prompts, reference_prompts = clean_reference()
     half_empty = (reference_prompts < 5).astype(int)  # 5 prompts with non-empty samples
@@ -148,7 +150,7 @@ def test_domain_privacy_bound_divides_the_target_lower_limit_by_the_exact_refere
         target, reference, target_nonempty, half_empty, target_prompts, reference_prompts,
         n_boot=1000, seed=0, alpha=0.1,
     )  # fmt: skip
-    assert fewer == pytest.approx(0.85 / (1 - 0.05 ** (1 / 5)))
+    assert fewer == pytest.approx(bound * (1 - 0.05 ** (1 / 10)) / (1 - 0.05 ** (1 / 5)))
     # A target that never flags is bounded by 0 only.
     assert dp.domain_privacy_bound(
         np.zeros(100, int), reference, target_nonempty, np.ones(50), target_prompts,
@@ -166,7 +168,8 @@ def test_domain_privacy_interval_gives_the_bound_when_the_reference_never_flags(
     kwargs = dict(n_boot=1000, seed=0, alpha=0.1)
     bounded = dp.domain_privacy_interval(*args, **kwargs, lower_bound_if_reference_clean=True)
     assert bounded.effect == bounded.high == math.inf and bounded.units == 20
-    assert bounded.low == pytest.approx(3.283558, abs=1e-6) and "lower bound" in bounded.note
+    bound = dp.domain_privacy_bound(*args, **kwargs)
+    assert bounded.low == pytest.approx(bound) and "lower bound" in bounded.note
     assert math.isnan(dp.domain_privacy_interval(*args, **kwargs).low)  # default: no interval
 
 
@@ -202,8 +205,9 @@ def test_privacy_table_bounds_a_ratio_the_reference_never_flags_and_leaves_none_
     drawn, clean = _frame(target_prompts, target), _frame(reference_prompts, reference)
     settings = {"n_boot": 1000, "seed": 0, "alpha": 0.1}
     row = dp.domain_privacy_table(drawn, {"B": clean}, "keyword", **settings)["B"]
+    bound = dp.domain_privacy_bound(*clean_reference(), **settings)
     assert row == {
-        "ratio": math.inf, "low": pytest.approx(3.283558, abs=1e-6), "high": math.inf,
+        "ratio": math.inf, "low": pytest.approx(bound), "high": math.inf,
         "bound": "lower", "target_rate": 0.95, "reference_rate": 0.0,
     }  # fmt: skip
     quiet = _frame(target_prompts, np.zeros(100, bool))

@@ -121,10 +121,10 @@ def test_a_defense_compared_with_itself_is_exactly_zero_and_refusal_is_share_tim
     responses, leakage, points = _artifacts()
     matrices = unit_matrices(responses, leakage, points["point"].tolist())
     found = matched(matrices, points, 0.5, n_boot=200, seed=0)
-    same = comparison(found, "secret_mass", "static", "static", 4, alpha=0.05, method="percentile")
+    same = comparison(found, "secret_mass", "static", "static", 4, alpha=0.05)
     # no sampling spread, but the noisy law's bounds widen the interval on both sides
     assert same.effect == 0 and same.low < 0 < same.high
-    sampled = comparison(found, "emitted", "static", "static", 4, alpha=0.05, method="percentile")
+    sampled = comparison(found, "emitted", "static", "static", 4, alpha=0.05)
     assert sampled.effect == sampled.low == sampled.high == 0
     observed, _ = found["secret_mass"]
     none_mass = matrices["secret_mass"][0].mean()

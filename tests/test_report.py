@@ -209,20 +209,22 @@ def _paper(card: dict = CARD) -> dict[str, papers.Paper]:
 
 CLAIMS = pd.DataFrame(
     {
-        "id": ["s3.x.a", "s3.x.b"],
-        "spec": ["s3.x", "s3.x"],
-        "verdict": ["reproduced", "inconclusive"],
-        "holm": ["inconclusive", "inconclusive"],
-        "fdr_by": ["reproduced", "inconclusive"],
-        "stable": ["fragile", "not decided"],
-        "note": ["", None],
+        "id": ["s3.x.a", "s3.x.b", "s3.x.c"],
+        "spec": ["s3.x", "s3.x", "s3.x"],
+        "role": ["primary", "secondary", "check"],
+        "verdict": ["reproduced", "inconclusive", "contradicted"],
+        "adjusted": ["reproduced", "inconclusive", "contradicted"],
+        "method": ["t", "t", "certified (every unit)"],
+        "p_value": [0.01, 0.3, None],
+        "stable": ["fragile", "not decided", "stable"],
+        "note": ["", None, ""],
         "quote": "q",
         "where": "Fig. 1",
         "effect_name": "e",
         "units": "6 runs",
-        "effect": [0.5, 0.1],
-        "ci_low": [0.2, -0.1],
-        "ci_high": [0.8, 0.3],
+        "effect": [0.5, 0.1, -0.1],
+        "ci_low": [0.2, -0.1, -0.1],
+        "ci_high": [0.8, 0.3, -0.1],
     }  # fmt: skip
 )
 OUTS = {"figures/s3": "render_s3"}
@@ -250,16 +252,18 @@ def test_a_claim_whose_spec_is_on_no_card_is_named(figures):
 
 def test_a_card_carries_its_claims_rows_and_stage(figures):
     built = cards.build(_paper(), CLAIMS, figures, OUTS)["s3"][0]
-    assert [c["id"] for c in built.claims] == ["s3.x.a", "s3.x.b"]
+    assert [c["id"] for c in built.claims] == ["s3.x.a", "s3.x.b", "s3.x.c"]
     assert built.claims[1]["note"] == ""
-    assert built.agreement == "agrees"
+    assert built.agreement == "agrees"  # the failed check is no claim of the paper
     assert built.stage == "render_s3"
     assert built.files[Path("s3/t_fig1")] == ["png"]
     assert cards.verdict_counts(built) == {"reproduced": 1, "contradicted": 0, "inconclusive": 1}
     summary = cards.summary([built])
     assert summary["reproduced"] == 1 and summary["inconclusive"] == 1
-    assert (summary["holm reproduced"], summary["holm inconclusive"]) == (0, 2)
-    assert (summary["fdr_by reproduced"], summary["fdr_by inconclusive"]) == (1, 1)
+    assert summary["contradicted"] == 0  # the check is counted apart
+    assert (summary["primary reproduced"], summary["primary inconclusive"]) == (1, 0)
+    assert (summary["adjusted reproduced"], summary["adjusted inconclusive"]) == (1, 1)
+    assert (summary["checks pass"], summary["checks fail"]) == (0, 1)
     assert (summary["stable"], summary["fragile"], summary["unmeasured"]) == (0, 1, 0)
     assert summary["paper numbers"] == 1 and summary["with ours"] == 0
     assert summary["agrees"] == 1 and summary["cards"] == 1

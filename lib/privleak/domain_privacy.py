@@ -14,9 +14,12 @@ from functools import partial
 import numpy as np
 from scipy import stats
 
+from privleak.claims.procedures import LOG_SCALE
 from privleak.claims.stats import Estimate, bootstrap
 from privleak.errors import require
 from privleak.lira import prompt_codes, ratio_of_sums
+
+FINITE_SHARE = 0.95  # of the resamples whose log C must be finite for an interval
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,9 @@ def domain_privacy_interval(
     """`domain_privacy`'s ratio and its (1 - alpha) interval over prompts (min_units as in
     `privleak.claims.bootstrap`): a t interval on the bootstrap standard error of log C,
     exponentiated (a ratio's sampling distribution is far from symmetric on its own scale), so
-    the Estimate's test reads C's null on the log scale.
+    the Estimate's test reads C's null on the log scale. A resample that draws none of the
+    denominator's flags makes log C infinite: up to 5 % of them (`FINITE_SHARE`) leave the standard
+    error to the draws' interquartile range; more leave no interval.
 
     The unit is the prompt: a prompt's samples come from one context, so they are not
     independent, and a drawn prompt brings all of its samples under both models along (the same
@@ -189,12 +194,14 @@ def domain_privacy_interval(
         alpha=alpha,
         min_units=min_units,
         groups=prompt_codes([*target_groups, *reference_groups]),
+        min_share=FINITE_SHARE,
         **crossing,
     )
     if estimate.test is None:
         return replace(estimate, effect=point.ratio, low=math.nan, high=math.nan)
     sign = -1.0 if inverted else 1.0
-    test = replace(estimate.test, effect=sign * estimate.test.effect, log_scale=True)
+    test = replace(estimate.test, effect=sign * estimate.test.effect, log_scale=True,
+                   method=estimate.test.method + LOG_SCALE)  # fmt: skip
     low, high = test.interval(alpha)
     return replace(estimate, effect=point.ratio, low=low, high=high, test=test)
 

@@ -45,7 +45,7 @@ def _estimate(difference, units: int, alpha: float, runs: int) -> Estimate:
     """A t interval on the standard error of a crossed bootstrap's draws, with the scarcer of the
     members and the training runs minus one degrees of freedom."""
     df = min(units, runs) - 1 if runs >= 2 else units - 1
-    test = bootstrap_t(difference.effect, difference.draws, df)
+    test = bootstrap_t(difference.effect, difference.draws, df, crossed=runs >= 2)
     return from_test(test, units, alpha, difference.effect)
 
 

@@ -37,16 +37,31 @@ from scipy import stats
 from privleak.errors import require
 
 NAN = float("nan")
-T_MEAN, CLUSTER_T, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T = (
+T_MEAN, CLUSTER_T, STUDENTIZED, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T, CROSSED_T = (
     "t",
     "cluster t",
+    "studentized bootstrap",
     "exact sign (McNemar)",
     "exact binomial (Clopper-Pearson)",
     "Welch t",
     "bootstrap-SE t",
+    "bootstrap-SE t, runs x units",
 )
+IQR_OF_NORMAL = 1.3489795003921634  # the standard normal's interquartile range
+LOG_SCALE = " (log scale)"  # appended to a procedure run on the log of a ratio
+# The fewest units from which each procedure keeps 95 % intervals honest on every data shape of
+# benchmarks/bench_coverage.py (coverage >= 0.93, false decisions <= 0.05 within Monte-Carlo
+# error; benchmarks/coverage.csv): a claim on fewer units is inconclusive by rule.
+MIN_UNITS: dict[str, int] = {}
+
+
+def floor(method: str) -> int:
+    """MIN_UNITS of a procedure; 2 where none is set."""
+    return MIN_UNITS.get(method, 2)
 ROUNDING = 1e-12  # a standard error below this share of the values' scale is rounding: no spread
-PROCEDURES = (T_MEAN, CLUSTER_T, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T)
+PROCEDURES = (
+    T_MEAN, CLUSTER_T, STUDENTIZED, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T, CROSSED_T
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,8 +69,9 @@ class Test:
     """A procedure's sufficient numbers: the effect, and for t-type procedures its standard
     error and degrees of freedom; for the exact sign test the discordant pairs favouring the
     second setting (`wins`) and the first (`losses`) out of `pairs`; for the exact binomial test
-    the units with the outcome (`wins`) out of `pairs`. `resamples`: the bootstrap
-    draws behind a bootstrap standard error (0: an analytic one)."""
+    the units with the outcome (`wins`) out of `pairs`; for the studentized bootstrap the sorted
+    pivots (effect* - effect) / se* of its resamples. `resamples`: the bootstrap draws behind a
+    bootstrap standard error or the pivots (0: an analytic procedure)."""
 
     method: str
     effect: float
@@ -69,6 +85,7 @@ class Test:
     # (centre, se) pairs whose t intervals the interval also spans: bounds of an effect known
     # only between two certified bounds (the frontier's noisy laws)
     envelope: tuple[tuple[float, float], ...] = ()
+    pivots: tuple[float, ...] = ()
 
     def interval(self, alpha: float) -> tuple[float, float]:
         """The (1 - alpha) interval of the effect (on its own scale: exponentiated where the
@@ -78,6 +95,10 @@ class Test:
             return math.exp(low), math.exp(high)
         if self.method == BINOMIAL_EXACT:
             return _clopper_pearson(self.wins, self.pairs, alpha)
+        if self.method == STUDENTIZED:  # the nulls whose p-value is at least alpha
+            k = math.ceil(alpha * len(self.pivots) / 2)
+            upper, lower = self.pivots[-k], self.pivots[k - 1]
+            return self.effect - upper * self.se, self.effect - lower * self.se
         if self.method == SIGN_EXACT:
             discordant = self.wins + self.losses
             low, high = _clopper_pearson(self.wins, discordant, alpha)
@@ -99,20 +120,36 @@ class Test:
             return replace(self, log_scale=False).p_value(math.log(null)) if null > 0 else NAN
         if not (math.isfinite(null) and math.isfinite(self.effect)):
             return NAN
+        if self.method == STUDENTIZED:  # twice the smaller tail of the pivots beyond t
+            pivots, t = np.asarray(self.pivots), (self.effect - null) / self.se
+            tail = min(int((pivots >= t).sum()), int((pivots <= t).sum())) / pivots.size
+            return float(min(1.0, 2 * tail))
         # the interval excludes the null once every pair's t interval does, on one side
-        distances = [(c - null) / se for c, se in ((self.effect, self.se), *self.envelope)]
+        distances = [_distance(c, null, se) for c, se in ((self.effect, self.se), *self.envelope)]
         if not (all(d > 0 for d in distances) or all(d < 0 for d in distances)):
             return 1.0
         return float(2 * stats.t.sf(min(abs(d) for d in distances), self.df))
 
     def monte_carlo_error(self, alpha: float) -> float:
-        """The Monte-Carlo standard error of an interval endpoint: the t quantile times the
-        standard error of a bootstrap standard error over `resamples` draws (se / sqrt(2 (B -
-        1)), normal theory); 0 for an analytic procedure."""
+        """The Monte-Carlo standard error of an interval endpoint over `resamples` draws, normal
+        theory: for a bootstrap standard error, the t quantile times se / sqrt(2 (B - 1)); for
+        the studentized bootstrap's alpha/2 quantile of the pivots, se sqrt(q (1 - q) / B) /
+        phi(z_q); 0 for an analytic procedure."""
         if not self.resamples:
             return 0.0
+        if self.method == STUDENTIZED:
+            q = alpha / 2
+            density = float(stats.norm.pdf(stats.norm.ppf(q)))
+            return self.se * math.sqrt(q * (1 - q) / self.resamples) / density
         quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
         return quantile * self.se / math.sqrt(2 * (self.resamples - 1))
+
+
+def _distance(centre: float, null: float, se: float) -> float:
+    """(centre - null) / se, with a zero standard error (an exact difference) at 0 or +-inf."""
+    if se > 0:
+        return (centre - null) / se
+    return 0.0 if centre == null else math.copysign(math.inf, centre - null)
 
 
 def _central_binomial_p(successes: int, trials: int, share: float) -> float:
@@ -149,6 +186,35 @@ def t_mean(values: np.ndarray, groups: np.ndarray | None = None) -> Test | str:
         return f"all {units} units give the same value: no interval"
     method = T_MEAN if units == values.size else CLUSTER_T
     return Test(method, effect, se=math.sqrt(variance), df=units - 1)
+
+
+def studentized(
+    values: np.ndarray, groups: np.ndarray | None, n_boot: int, seed: int, alpha: float
+) -> Test | str:
+    """The mean of `values` [rows] over units (`groups`, as in `t_mean`) and its studentized
+    bootstrap: units resampled whole, each resample's pivot (mean* - mean) / se* with the
+    cluster-robust se* of `t_mean`; the interval and p-value invert the pivots' distribution
+    (equal tails). Where the pivots cannot give a finite (1 - alpha) interval (resamples without
+    spread: se* = 0), the t procedure instead (`t_mean`)."""
+    analytic = t_mean(values, groups)
+    if isinstance(analytic, str):
+        return analytic
+    values = np.asarray(values, dtype=float)
+    codes = np.arange(values.size) if groups is None else np.unique(groups, return_inverse=True)[1]
+    sums, sizes = np.bincount(codes, weights=values), np.bincount(codes).astype(float)
+    units = sums.size
+    drawn = np.random.default_rng(seed).integers(0, units, (n_boot, units))  # [B, units]
+    s, n = sums[drawn], sizes[drawn]
+    means = s.sum(1) / n.sum(1)  # [B]
+    se = np.sqrt(units / (units - 1) * ((s - means[:, None] * n) ** 2).sum(1)) / n.sum(1)
+    shift = means - analytic.effect
+    spread = se > ROUNDING * np.abs(values).max()  # a resample without spread: pivot 0 or +-inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pivots = np.where(spread, shift / se, np.where(shift == 0, 0.0, np.sign(shift) * np.inf))
+    test = Test(STUDENTIZED, analytic.effect, se=analytic.se, df=analytic.df,
+                resamples=n_boot, pivots=tuple(np.sort(pivots).tolist()))  # fmt: skip
+    low, high = test.interval(alpha)
+    return test if math.isfinite(low) and math.isfinite(high) else analytic
 
 
 def sign_exact(differences: np.ndarray) -> Test | str:
@@ -193,18 +259,28 @@ def welch(first: np.ndarray, second: np.ndarray) -> Test | str:
     return Test(WELCH, effect, se=math.sqrt(v1 + v2), df=float(df))
 
 
-def bootstrap_t(effect: float, draws: np.ndarray, df: int, min_share: float = 1.0) -> Test | str:
+def bootstrap_t(
+    effect: float, draws: np.ndarray, df: int, min_share: float = 1.0, crossed: bool = False
+) -> Test | str:
     """`effect` and the standard error of its bootstrap `draws` [B], with `df` degrees of freedom
-    (the scarcest resampled axis minus one); the finite draws only, when at least `min_share` of
-    them are."""
+    (the scarcest resampled axis minus one), when at least `min_share` of the draws are finite:
+    their standard deviation where every draw is a number, or where some are infinite (a ratio
+    whose denominator a resample missed) the interquartile range of all of them over 1.349, the
+    normal's (NaN draws, which have no value, left out). crossed: the draws resampled training
+    runs crossed with units (CROSSED_T)."""
     draws = np.asarray(draws, dtype=float)
-    finite = draws[np.isfinite(draws)]
+    finite, valued = draws[np.isfinite(draws)], draws[~np.isnan(draws)]
     if df < 1:
         return f"{df} degrees of freedom: no interval"
     if finite.size < max(2, min_share * draws.size):
         missed = draws.size - finite.size
         return f"{missed} of {draws.size} resamples give no finite effect: no interval"
-    se = float(finite.std(ddof=1))
+    if valued.size > finite.size:
+        quartiles = np.quantile(np.sort(valued), [0.25, 0.75], method="inverted_cdf")
+        se = float(quartiles[1] - quartiles[0]) / IQR_OF_NORMAL
+    else:
+        se = float(finite.std(ddof=1))
     if se <= ROUNDING * float(np.abs(finite).max()):
         return f"all {finite.size} resamples give the same effect: no interval"
-    return Test(BOOTSTRAP_T, float(effect), se=se, df=float(df), resamples=int(finite.size))
+    method = CROSSED_T if crossed else BOOTSTRAP_T
+    return Test(method, float(effect), se=se, df=float(df), resamples=int(finite.size))

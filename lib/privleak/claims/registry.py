@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from privleak.claims.catalogue import CATALOGUE
-from privleak.claims.procedures import SIGN_EXACT
+from privleak.claims.procedures import BINOMIAL_EXACT, SIGN_EXACT
 from privleak.claims.spec import CHECK, PRIMARY, ROLES, SECONDARY, Primary, Spec
 from privleak.claims.stats import NAN, Estimate, bootstrap
 from privleak.claims.verdicts import Claim, judge, number
@@ -49,9 +49,9 @@ def role(spec: Spec, fields: Mapping) -> tuple[str, Primary | None]:
     return SECONDARY, None
 
 
-def claim(finding: Finding) -> Claim:
+def claim(finding: Finding, alpha: float = 0.05) -> Claim:
     """The judged Claim of one finding: its Spec's templates filled with the finding's fields,
-    its role from privleak.claims.roles."""
+    its role from privleak.claims.roles; alpha: the level of its interval."""
     require(finding.spec in CATALOGUE, f"no claim spec {finding.spec!r} in the catalogue")
     spec = CATALOGUE[finding.spec]
     require(
@@ -76,6 +76,7 @@ def claim(finding: Finding) -> Claim:
         spec=finding.spec,
         role=kind,
         primary=primary,
+        alpha=alpha,
     )
 
 
@@ -84,7 +85,8 @@ def _signature(c: Claim) -> tuple | None:
     effect and interval to 6 significant digits, or their mirror image (the effect negated, the
     interval reflected). None where the match could be chance: no interval, or an exact test's
     few possible outcomes."""
-    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)) or c.method == SIGN_EXACT:
+    discrete = c.method in (SIGN_EXACT, BINOMIAL_EXACT)
+    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)) or discrete:
         return None
     values = tuple(number(v) for v in (c.effect, c.ci_low, c.ci_high))
     mirrored = tuple(number(-v) for v in (c.effect, c.ci_high, c.ci_low))
@@ -120,10 +122,10 @@ def merged(claims: Sequence[Claim]) -> list[Claim]:
     return out
 
 
-def evaluate(findings: Iterable[Finding]) -> list[Claim]:
-    """Every finding judged, one claim per estimate (`merged`). Every Spec of the catalogue must
-    be answered at least once, so a claim cannot silently drop out of the table."""
+def evaluate(findings: Iterable[Finding], alpha: float = 0.05) -> list[Claim]:
+    """Every finding judged at (1 - alpha), one claim per estimate (`merged`). Every Spec of the
+    catalogue must be answered at least once, so a claim cannot silently drop out of the table."""
     findings = list(findings)
     unanswered = sorted(set(CATALOGUE) - {f.spec for f in findings})
     require(not unanswered, f"claim specs without a finding: {', '.join(unanswered)}")
-    return merged([claim(f) for f in findings])
+    return merged([claim(f, alpha) for f in findings])

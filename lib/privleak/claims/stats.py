@@ -104,6 +104,7 @@ def bootstrap(
     strata=None,
     runs=None,
     binary: str = "",
+    min_share: float = 1.0,
 ) -> Estimate:
     """effect = statistic(values) and its (1 - alpha) interval over units, by the small-sample
     procedure that fits the effect (privleak.claims.procedures; the Estimate's `test` gives its
@@ -118,10 +119,12 @@ def bootstrap(
     else no interval). statistic: rows -> float, given the rows of the drawn units (a unit drawn
     twice contributes its rows twice). binary: "paired" where values are differences of paired
     0/1 outcomes, "share" where they are 0/1 outcomes, one row per unit ("" otherwise).
+    min_share: the share of resamples that must give a finite effect (procedures.bootstrap_t).
 
     The procedure: a mean (np.mean) of 1-D values without strata or runs: McNemar's exact test
     for binary "paired" and the exact binomial test for a binary "share" where every unit holds
-    one row, else Student's t over units (cluster-robust with several rows per unit);
+    one row, else the studentized bootstrap over units (falling back to Student's t where its
+    pivots give no finite interval; cluster-robust with several rows per unit);
     `mean_contrast` of two strata without groups or runs: Welch's t; any other statistic: a t
     interval on the bootstrap standard error (Owen's crossed "pigeonhole" bootstrap with runs),
     with the scarcest resampled axis minus one degrees of freedom. Draws come from numpy's
@@ -158,7 +161,8 @@ def bootstrap(
         if binary and one_row:
             exact = procedures.sign_exact if binary == "paired" else procedures.binomial_exact
             return from_test(exact(values), n_units, alpha, effect)
-        return from_test(procedures.t_mean(values, groups), n_units, alpha, effect)
+        test = procedures.studentized(values, groups, n_boot, seed, alpha)
+        return from_test(test, n_units, alpha, effect)
     if runs is None and groups is None and statistic is mean_contrast and len(samples) == 2:
         first = values[:, 0] == 1
         test = procedures.welch(values[first, 1], values[~first, 1])
@@ -194,10 +198,8 @@ def bootstrap(
             method="percentile",  # only the distribution is read
             rng=np.random.default_rng(seed),
         ).bootstrap_distribution
-    if not np.isfinite(draws).all():
-        note = f"{int((~np.isfinite(draws)).sum())} of {n_boot} resamples gave no finite effect"
-        return Estimate(effect, NAN, NAN, n_units, note + ": no interval")
-    return from_test(procedures.bootstrap_t(effect, draws, df), n_units, alpha, effect)
+    test = procedures.bootstrap_t(effect, draws, df, min_share, crossed=runs is not None)
+    return from_test(test, n_units, alpha, effect)
 
 
 def from_test(test: procedures.Test | str, units: int, alpha: float, effect: float) -> Estimate:

@@ -103,7 +103,9 @@ def _cell(value) -> object:
 
 def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
     """metrics/claims.json: per claim its effect, interval, procedure, p-value, role, family,
-    verdict and adjusted verdict (null where there is no number); the primary claims per paper;
+    verdict, adjusted verdict, units to decide and merged ids (null where there is no number; a
+    borderline mark is in claims.csv and the note, as it may move with the floats); the primary
+    claims per paper;
     the checks; counts per verdict over the papers' claims; per family the adjusted counts; the
     stability counts."""
     frame = judged_frame(claims, alpha)
@@ -118,7 +120,6 @@ def metrics_json(claims: Iterable[Claim], alpha: float) -> str:
             "verdict": row["verdict"],
             "adjusted": row["adjusted"],
             "units_to_decide": _cell(row["units_to_decide"]),
-            "borderline": bool(row["borderline"]),
             "also": row["also"],
             "stable": row["stable"],
         }

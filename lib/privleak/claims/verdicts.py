@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
 
+from privleak.claims.procedures import floor
 from privleak.claims.spec import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -78,22 +79,20 @@ def verdict(low: float, high: float, direction: str, null: float = 0.0) -> str:
     return REPRODUCED if above else CONTRADICTED if below else INCONCLUSIVE
 
 
-def borderline(estimate: Estimate, null: float) -> bool:
+def borderline(estimate: Estimate, null: float, alpha: float) -> bool:
     """Whether a decided interval's endpoint on the null's side lies within 3 Monte-Carlo standard
-    errors of the null (the bootstrap's seed alone could move the verdict); never for analytic
-    procedures."""
+    errors of the null (`Test.monte_carlo_error`: the bootstrap's seed alone could move the
+    verdict); never for analytic procedures. On the log scale for a log-scale procedure."""
     test = estimate.test
     if test is None or not test.resamples or not math.isfinite(estimate.low):
         return False
+    low, high = estimate.low, estimate.high
     if test.log_scale:
-        if not null > 0 or not estimate.low > 0:
+        if not (null > 0 and low > 0):
             return False
-        low, high, null = math.log(estimate.low), math.log(estimate.high), math.log(null)
-    else:
-        low, high = estimate.low, estimate.high
+        low, high, null = math.log(low), math.log(high), math.log(null)
     margin = min(abs(low - null), abs(high - null))
-    error = (high - low) / 2 / math.sqrt(2 * (test.resamples - 1))  # see Test.monte_carlo_error
-    return margin < 3 * error
+    return margin < 3 * test.monte_carlo_error(alpha)
 
 
 def judge(
@@ -112,28 +111,37 @@ def judge(
     spec: str = "",
     role: str = SECONDARY,
     primary: Primary | None = None,
+    alpha: float = 0.05,
 ) -> Claim:
     """The Claim record for `estimate`, judged by `verdict`, with the p-value of its procedure
     (`estimate.test`) at the null. `missing` names data the claim needs that the artifacts lack:
     the verdict is then inconclusive whatever the interval says, and the note tells what the
     interval alone would read. `note`: a caveat to keep with it. role: primary, secondary or
     check; primary: the abstract's or conclusion's statement a primary claim tests. A decided
-    verdict whose interval lies within 3 Monte-Carlo errors of the null is marked borderline."""
+    verdict whose (1 - alpha) interval lies within 3 Monte-Carlo errors of the null is marked
+    borderline. A procedure's interval on fewer units than its `procedures.floor` is inconclusive
+    by rule."""
     require(role in ROLES, f"role must be one of {ROLES}; got {role!r}")
     ruled = verdict(estimate.low, estimate.high, direction, null)
     notes = [text for text in (note, estimate.note) if text]
+    test = estimate.test
+    if not missing and test is not None and estimate.units < floor(test.method):
+        missing = (
+            f"at least {floor(test.method)} units for the {test.method} interval to keep its "
+            f"coverage on every data shape of benchmarks/bench_coverage.py ({estimate.units} "
+            "here): inconclusive by rule"
+        )
     if missing:
         alone = f"; the interval alone reads {ruled}" if math.isfinite(estimate.low) else ""
         notes.append(f"needs {missing}{alone}")
         ruled = INCONCLUSIVE
-    near = ruled != INCONCLUSIVE and borderline(estimate, null)
+    near = ruled != INCONCLUSIVE and borderline(estimate, null, alpha)
     if near:
         notes.append(
             f"borderline: its interval lies within 3 Monte-Carlo errors of the null at "
             f"{estimate.test.resamples} resamples"
         )
     adjustable = not (missing or estimate.certified)
-    test = estimate.test
     return Claim(
         id=claim_id,
         paper=paper,

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from privleak.claims.stats import Estimate
+from privleak.claims.procedures import BOOTSTRAP_T, Test
+from privleak.claims.stats import Estimate, from_test
 from privleak.errors import require
 from privleak.frontier.matched import (
     Units,
@@ -29,6 +30,7 @@ LEAKAGE = ("secret_mass", "emitted")
 """Leakage measures: the cued secret mass (Σ P(secret | its cue) over the unit's exposed secrets:
 the expected number of secrets a response emits once it reaches each secret's cue; exact, or
 certified bounds for the noisy defenses) and the sampled count of secrets repeated verbatim."""
+MIN_SHARE = 0.95  # of a comparison's resamples that must reach the target utility
 BOUNDS = ("secret_mass_low", "secret_mass_high")
 """The cued secret mass from the lower and upper bounds of each probability (equal but for the
 noisy defenses, whose laws are bounded by integration)."""
@@ -163,21 +165,33 @@ def matched_frame(found: dict, points: pd.DataFrame, share: float, units: int, *
     return pd.DataFrame(rows)
 
 
-def comparison(found: dict, leak: str, a: str, b: str, units: int, *, alpha: float,
-               method: str) -> Estimate:  # fmt: skip
-    """matched leakage of a minus b on the same resamples (negative: a leaks less). For the
-    cued secret mass the interval is conservative in the noisy laws' bounds: its lower end from
-    a's lower bounds minus b's upper ones, its upper end from a's upper minus b's lower (matched
-    leakage rises with every point's leakage, so the true difference lies between the two)."""
-    observed, resamples = found[leak]
+def comparison(found: dict, leak: str, a: str, b: str, units: int, *, alpha: float) -> Estimate:
+    """Matched leakage of a minus b on the same resamples (negative: a leaks less): a t interval
+    on the standard error of the paired resamples, units - 1 degrees of freedom
+    (privleak.claims.procedures.BOOTSTRAP_T). For the cued secret mass it also spans the t
+    intervals of the difference's certified bounds, a's lower bound minus b's upper one and a's
+    upper minus b's lower (matched leakage rises with every point's leakage, so the true
+    difference lies between them), and its p-value needs all three to exclude the null. No
+    interval when more than 5 % of the resamples miss the target utility."""
+    observed, draws = found[leak]
     effect = observed[a].leakage - observed[b].leakage
-    central = estimate(effect, resamples[a] - resamples[b], units, alpha=alpha, method=method)
-    if leak != "secret_mass" or not math.isfinite(central.low):
-        return central
-    (_, low), (_, high) = found[BOUNDS[0]], found[BOUNDS[1]]
-    lower = estimate(effect, low[a] - high[b], units, alpha=alpha, method=method).low
-    upper = estimate(effect, high[a] - low[b], units, alpha=alpha, method=method).high
-    return Estimate(effect, min(lower, central.low), max(upper, central.high), units, central.note)
+    sides = [(effect, draws[a] - draws[b])]
+    if leak == "secret_mass":
+        (low, low_draws), (high, high_draws) = found[BOUNDS[0]], found[BOUNDS[1]]
+        sides += [(low[a].leakage - high[b].leakage, low_draws[a] - high_draws[b]),
+                  (high[a].leakage - low[b].leakage, high_draws[a] - low_draws[b])]  # fmt: skip
+    spreads = []
+    for centre, spread in sides:
+        finite = spread[np.isfinite(spread)]
+        if finite.size < MIN_SHARE * spread.size or not math.isfinite(centre):
+            missed = spread.size - finite.size
+            note = f"{missed} of {spread.size} resamples miss the target utility: no interval"
+            return Estimate(effect, math.nan, math.nan, units, note)
+        spreads.append((centre, float(finite.std(ddof=1))))
+    (_, se), *envelope = spreads
+    test = Test(BOOTSTRAP_T, effect, se=se, df=units - 1, resamples=draws[a].size,
+                envelope=tuple(envelope))  # fmt: skip
+    return from_test(test, units, alpha, effect)
 
 
 def epsilon_gap(leakage: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,136 @@
+"""privleak.claims.procedures on hand-computable cases: the exact sign test, Clopper-Pearson, the
+studentized bootstrap against a naive loop over the same draws, Welch, the envelope of certified
+bounds; that every procedure's p-value is below alpha exactly when its interval excludes the
+null; and that MIN_UNITS is what benchmarks/coverage.csv measured."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privleak.claims import procedures as pr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_exact_sign_test_by_hand():
+    # 4 discordant pairs, all favouring the second setting, 6 concordant: p = 2 (1/2)^4 = 1/8
+    test = pr.sign_exact(np.array([1.0] * 4 + [0.0] * 6))
+    assert test.p_value(0.0) == pytest.approx(0.125)
+    # Clopper-Pearson on 4 of 4: [0.025^(1/4), 1]; the mean difference is 0.4 (2 pi - 1)
+    low, high = test.interval(0.05)
+    assert low == pytest.approx(0.4 * (2 * 0.025 ** (1 / 4) - 1))
+    assert high == pytest.approx(0.4)
+    assert pr.sign_exact(np.zeros(5)) == "no discordant pair among 5: no interval"
+
+
+def test_clopper_pearson_by_hand():
+    # 0 of 10: [0, 1 - 0.025^(1/10)]; 10 of 10: [0.025^(1/10), 1]
+    none = pr.binomial_exact(np.zeros(10))
+    assert none.interval(0.05) == pytest.approx((0.0, 1 - 0.025 ** (1 / 10)))
+    every = pr.binomial_exact(np.ones(10))
+    assert every.interval(0.05) == pytest.approx((0.025 ** (1 / 10), 1.0))
+    # p at 0.5: 2 (1/2)^10
+    assert every.p_value(0.5) == pytest.approx(2 / 1024)
+
+
+def test_the_t_procedure_by_hand():
+    # values 1, 2, 3, 6: mean 3, sd sqrt(14 / 3), se sqrt(14 / 12)
+    test = pr.t_mean(np.array([1.0, 2.0, 3.0, 6.0]))
+    se = math.sqrt(14 / 12)
+    assert (test.effect, test.se, test.df) == pytest.approx((3.0, se, 3))
+    q = stats.t.ppf(0.975, 3)
+    assert test.interval(0.05) == pytest.approx((3 - q * se, 3 + q * se))
+    assert test.p_value(0.0) == pytest.approx(2 * stats.t.sf(3 / se, 3))
+
+
+def test_the_studentized_bootstrap_matches_a_naive_loop_over_the_same_draws():
+    values = np.array([0.1, 0.4, 0.2, 1.9, 0.3, 0.6, 0.2, 3.1])
+    test = pr.studentized(values, None, 500, 7, 0.05)
+    assert test.method == pr.STUDENTIZED
+    drawn = np.random.default_rng(7).integers(0, 8, (500, 8))
+    pivots = sorted(
+        (values[d].mean() - values.mean()) / (values[d].std(ddof=1) / math.sqrt(8)) for d in drawn
+    )
+    assert test.pivots == pytest.approx(pivots)
+    se = values.std(ddof=1) / math.sqrt(8)
+    k = math.ceil(0.05 * 500 / 2)  # 13: the 13th pivot from each end
+    assert test.interval(0.05) == pytest.approx(
+        (values.mean() - pivots[-k] * se, values.mean() - pivots[k - 1] * se)
+    )
+    # a right-skewed sample: the interval reaches further above the mean than below it
+    low, high = test.interval(0.05)
+    assert high - values.mean() > values.mean() - low
+
+
+def test_welch_by_hand():
+    first, second = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0, 8.0])
+    test = pr.welch(first, second)
+    v1, v2 = 1.0 / 3, 20 / 3 / 4
+    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 3)
+    assert (test.effect, test.se, test.df) == pytest.approx((-3.0, math.sqrt(v1 + v2), df))
+
+
+def test_an_envelope_spans_its_bounds_t_intervals_and_its_p_value_needs_all_of_them():
+    test = pr.Test(pr.BOOTSTRAP_T, -1.0, se=0.2, df=8, envelope=((-1.5, 0.2), (-0.6, 0.25)))
+    q = stats.t.ppf(0.975, 8)
+    assert test.interval(0.05) == pytest.approx((-1.5 - q * 0.2, -0.6 + q * 0.25))
+    # the interval excludes 0 once the nearest bound's does: -0.6 / 0.25
+    assert test.p_value(0.0) == pytest.approx(2 * stats.t.sf(0.6 / 0.25, 8))
+    assert test.p_value(-0.8) == 1.0  # between the bounds: no level excludes it
+
+
+def _tests(rng) -> list[pr.Test]:
+    skewed = rng.exponential(size=9)
+    found = [
+        pr.t_mean(skewed),
+        pr.t_mean(rng.normal(size=12), np.repeat(np.arange(4), 3)),
+        pr.studentized(skewed, None, 400, 1, 0.05),
+        pr.sign_exact(rng.choice([-1.0, 0.0, 1.0], 20, p=[0.1, 0.5, 0.4])),
+        pr.binomial_exact((rng.random(15) < 0.3).astype(float)),
+        pr.welch(rng.normal(size=6), rng.normal(1, 2, size=8)),
+        pr.bootstrap_t(0.3, rng.normal(0.3, 0.1, 300), 7),
+    ]
+    log = pr.bootstrap_t(math.log(2.0), rng.normal(math.log(2.0), 0.4, 300), 5, crossed=True)
+    found.append(pr.Test(**{**log.__dict__, "log_scale": True}))
+    return found
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.1])
+def test_p_is_below_alpha_exactly_when_the_interval_excludes_the_null(alpha):
+    rng = np.random.default_rng(0)
+    for test in _tests(rng):
+        low, high = test.interval(alpha)
+        nulls = np.r_[np.linspace(low - 1, high + 1, 41), low - 1e-9, high + 1e-9]
+        if test.method == pr.SIGN_EXACT:
+            nulls = np.array([0.0])
+        if test.method == pr.BINOMIAL_EXACT:
+            nulls = np.linspace(0.01, 0.99, 50)
+        if test.log_scale:
+            nulls = nulls[nulls > 0]
+        for null in nulls:
+            excluded = null < low or null > high
+            assert (test.p_value(float(null)) < alpha) == excluded, (test.method, null, low, high)
+
+
+def test_min_units_is_what_the_coverage_benchmark_measured():
+    """MIN_UNITS[p] is the smallest n of benchmarks/coverage.csv from which procedure p passes
+    in every shape at every larger n measured (2 where it always passes)."""
+    with (ROOT / "benchmarks" / "coverage.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    measured = {}
+    for procedure in {r["procedure"] for r in rows} - {"percentile"}:
+        mine = [r for r in rows if r["procedure"] == procedure]
+        failing = [int(r["n"]) for r in mine if r["passes"] != "True"]
+        measured[procedure] = (
+            min((int(r["n"]) for r in mine if int(r["n"]) > max(failing)), default=None)
+            if failing
+            else 2
+        )
+    for procedure, n in measured.items():
+        assert pr.floor(procedure) == n, procedure
