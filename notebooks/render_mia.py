@@ -159,8 +159,7 @@ save_table(
     "target's LOSS within one sequence kind (loss_<kind>: that kind's members against its "
     "non-members). 95 % intervals over texts and runs.",
 )
-boot = partial(bootstrap, **{k: claims[k] for k in ("n_boot", "seed", "alpha", "min_units",
-                                                     "method")})  # fmt: skip
+boot = partial(bootstrap, **{k: claims[k] for k in ("n_boot", "seed", "alpha", "min_units")})
 tokens_by_kind = controls.by_kind(stats, texts, boot)
 auc_rows = control_table[
     (control_table["duplicates"] == "all") & (control_table["metric"] == "auc")

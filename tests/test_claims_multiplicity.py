@@ -113,6 +113,11 @@ def test_units_to_decide_at_80_percent_power(effect, null, se, n, level, expecte
         assert expected == max(n, math.ceil(n * (z * se / abs(effect - null)) ** 2))
 
 
+def test_the_strictest_level_is_holms_first_step_or_bys():
+    assert mu.strictest(0.05, 4, "holm") == pytest.approx(0.0125)
+    assert mu.strictest(0.05, 3, "fdr_by") == pytest.approx(0.05 / (3 * 11 / 6))
+
+
 def test_power_is_at_the_familys_strictest_level():
     rows = [("s2.a", S2, "primary", 0.2, "inconclusive"), ("s2.b", S2, "primary", 0.3,
             "inconclusive")]  # fmt: skip

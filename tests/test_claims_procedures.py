@@ -1,11 +1,13 @@
-"""privleak.claims.procedures on hand-computable cases: the exact sign test, Clopper-Pearson, the
-studentized bootstrap against a naive loop over the same draws, Welch, the envelope of certified
-bounds; that every procedure's p-value is below alpha exactly when its interval excludes the
-null; and that MIN_UNITS is what benchmarks/coverage.csv measured."""
+"""privleak.claims.procedures on hand-computable cases: Tango's score test (McNemar's at 0),
+Clopper-Pearson, t, the studentized bootstrap against a naive loop over the same draws, the
+percentile test, Welch, a union whose members must all decide, the envelope of certified bounds;
+that every procedure's p-value is below alpha exactly when its interval excludes the null; and
+that MIN_UNITS is what benchmarks/coverage.csv measured."""
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -18,15 +20,22 @@ from privleak.claims import procedures as pr
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_exact_sign_test_by_hand():
-    # 4 discordant pairs, all favouring the second setting, 6 concordant: p = 2 (1/2)^4 = 1/8
-    test = pr.sign_exact(np.array([1.0] * 4 + [0.0] * 6))
-    assert test.p_value(0.0) == pytest.approx(0.125)
-    # Clopper-Pearson on 4 of 4: [0.025^(1/4), 1]; the mean difference is 0.4 (2 pi - 1)
+def test_tangos_score_test_by_hand():
+    # 5 pairs favour the second setting, 1 the first, 4 concordant: at 0 the score statistic is
+    # McNemar's (b - c) / sqrt(b + c) = 4 / sqrt(6)
+    test = pr.tango(np.array([1.0] * 5 + [-1.0] + [0.0] * 4))
+    assert test.effect == pytest.approx(0.4)
+    assert test.p_value(0.0) == pytest.approx(2 * stats.norm.sf(4 / math.sqrt(6)))
+    # at the interval's ends the statistic is the normal quantile (Tango 1998, eq. 3)
     low, high = test.interval(0.05)
-    assert low == pytest.approx(0.4 * (2 * 0.025 ** (1 / 4) - 1))
-    assert high == pytest.approx(0.4)
-    assert pr.sign_exact(np.zeros(5)) == "no discordant pair among 5: no interval"
+    for end, sign in ((low, 1), (high, -1)):
+        b, c, n = 5, 1, 10
+        big_b = -b - c + (2 * n - b + c) * end
+        q = (-big_b + math.sqrt(big_b**2 + 8 * n * c * end * (1 - end))) / (4 * n)
+        z = (b - c - n * end) / math.sqrt(n * (2 * q + end * (1 - end)))
+        assert z == pytest.approx(sign * stats.norm.isf(0.025), abs=1e-6)
+    assert -1 < low < 0.4 < high < 1
+    assert pr.tango(np.zeros(5)) == "no discordant pair among 5: no interval"
 
 
 def test_clopper_pearson_by_hand():
@@ -68,6 +77,22 @@ def test_the_studentized_bootstrap_matches_a_naive_loop_over_the_same_draws():
     assert high - values.mean() > values.mean() - low
 
 
+def test_the_percentile_test_inverts_the_percentile_interval():
+    draws = np.arange(1.0, 201.0)  # 200 draws: k = ceil(0.05 * 200 / 2) = 5
+    test = pr.percentile(100.0, draws)
+    assert test.interval(0.05) == (5.0, 196.0)
+    assert test.p_value(4.5) == pytest.approx(2 * 4 / 200)  # 4 draws at or below 4.5
+
+
+def test_a_union_decides_only_where_every_member_does():
+    narrow = pr.Test(pr.T_MEAN, 1.0, se=0.2, df=20)
+    wide = pr.Test(pr.T_MEAN, 1.0, se=0.6, df=20)
+    union = pr.both(pr.MEAN_BOTH, narrow, wide)
+    assert union.interval(0.05) == pytest.approx(wide.interval(0.05))
+    assert union.p_value(0.0) == pytest.approx(wide.p_value(0.0))
+    assert pr.both(pr.MEAN_BOTH, narrow, "no spread") == "no spread"
+
+
 def test_welch_by_hand():
     first, second = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0, 8.0])
     test = pr.welch(first, second)
@@ -91,7 +116,9 @@ def _tests(rng) -> list[pr.Test]:
         pr.t_mean(skewed),
         pr.t_mean(rng.normal(size=12), np.repeat(np.arange(4), 3)),
         pr.studentized(skewed, None, 400, 1, 0.05),
-        pr.sign_exact(rng.choice([-1.0, 0.0, 1.0], 20, p=[0.1, 0.5, 0.4])),
+        pr.mean_both(skewed, None, 400, 1, 0.05),
+        pr.percentile(0.3, rng.normal(0.3, 0.1, 300)),
+        pr.tango(rng.choice([-1.0, 0.0, 1.0], 20, p=[0.1, 0.5, 0.4])),
         pr.binomial_exact((rng.random(15) < 0.3).astype(float)),
         pr.welch(rng.normal(size=6), rng.normal(1, 2, size=8)),
         pr.bootstrap_t(0.3, rng.normal(0.3, 0.1, 300), 7),
@@ -107,8 +134,8 @@ def test_p_is_below_alpha_exactly_when_the_interval_excludes_the_null(alpha):
     for test in _tests(rng):
         low, high = test.interval(alpha)
         nulls = np.r_[np.linspace(low - 1, high + 1, 41), low - 1e-9, high + 1e-9]
-        if test.method == pr.SIGN_EXACT:
-            nulls = np.array([0.0])
+        if test.method == pr.TANGO:
+            nulls = nulls[(nulls > -1) & (nulls < 1)]
         if test.method == pr.BINOMIAL_EXACT:
             nulls = np.linspace(0.01, 0.99, 50)
         if test.log_scale:
@@ -118,19 +145,26 @@ def test_p_is_below_alpha_exactly_when_the_interval_excludes_the_null(alpha):
             assert (test.p_value(float(null)) < alpha) == excluded, (test.method, null, low, high)
 
 
+def _coverage() -> list[dict]:
+    with (ROOT / "benchmarks" / "coverage.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
 def test_min_units_is_what_the_coverage_benchmark_measured():
     """MIN_UNITS[p] is the smallest n of benchmarks/coverage.csv from which procedure p passes
-    in every shape at every larger n measured (2 where it always passes)."""
-    with (ROOT / "benchmarks" / "coverage.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    measured = {}
+    on every shape of the rule at every larger n measured: 2 where it always passes, one more than
+    the largest n where it fails there."""
+    rows = [r for r in _coverage() if r["in_rule"] == "True"]
     for procedure in {r["procedure"] for r in rows} - {"percentile"}:
         mine = [r for r in rows if r["procedure"] == procedure]
         failing = [int(r["n"]) for r in mine if r["passes"] != "True"]
-        measured[procedure] = (
-            min((int(r["n"]) for r in mine if int(r["n"]) > max(failing)), default=None)
-            if failing
-            else 2
-        )
-    for procedure, n in measured.items():
-        assert pr.floor(procedure) == n, procedure
+        passing_after = [int(r["n"]) for r in mine if failing and int(r["n"]) > max(failing)]
+        expected = 2 if not failing else min(passing_after, default=max(failing) + 1)
+        assert pr.floor(procedure) == expected, procedure
+
+
+def test_every_procedure_the_claims_use_is_measured():
+    measured = {r["procedure"] for r in _coverage()}
+    claims = json.loads((ROOT / "metrics" / "claims.json").read_text())["claims"]
+    used = {c["method"] for c in claims.values() if c["ci"][0] is not None}
+    assert used - measured <= {"certified (every unit)"}, sorted(used - measured)

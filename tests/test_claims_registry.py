@@ -9,7 +9,7 @@ import pytest
 
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, Estimate
 from privleak.claims.catalogue import CATALOGUE, SPECS
-from privleak.claims.procedures import Test
+from privleak.claims.procedures import TANGO, Test
 from privleak.claims.registry import NONE, Finding, claim, evaluate, merged
 from privleak.errors import PrivleakError
 
@@ -116,18 +116,21 @@ def test_identical_and_mirror_estimates_make_one_claim_that_lists_every_sentence
     kept = found[0]
     assert kept.also == "s4.frontier.pad_over_refusal"
     assert "the same estimate tests s4.frontier.pad_over_refusal (its mirror image)" in kept.note
+    assert kept.note.endswith("which it reads reproduced")
+    assert kept.verdict == "contradicted"  # bounded CID over PAD: +0.2, the paper side is below
     assert found[1].also == ""  # another standard error: another estimate
 
 
 def test_identical_exact_test_outcomes_are_not_merged():
     def exact(wins):
-        test = Test("exact sign (McNemar)", 0.3, wins=wins, losses=0, pairs=10)
+        test = Test(TANGO, 0.3, wins=wins, losses=0, pairs=10)
         return Estimate(0.3, *test.interval(0.05), 10, test=test)
 
     found = merged([claim(Finding("s4.accuracy_rises_with_voters", exact(3), {"low": 1, "high": 5,
                    "epsilon": 5, "documents": 3})),
                    claim(Finding("s4.accuracy_rises_with_epsilon", exact(3), {"low": 1,
                    "high": 20}))])  # fmt: skip
+    assert all(math.isfinite(c.ci_low) for c in found)
     assert len(found) == 2  # a few discrete outcomes can coincide by chance
 
 

@@ -78,10 +78,13 @@ def test_random_beats_greedy_at_20_samples(greedy, sampling, verdict):
 
 
 def test_duplication_spearman_on_the_largest_model():
-    esp = esp_frame(1, [0.0] * 6, [-6.0, -5.0, -4.0, -3.0, -2.0, -1.0])
+    # log ESP rising with the duplicates but for two swapped neighbours: Spearman 1 - 6 x 2 / 1716
+    sampling = [float(-k) for k in range(12, 0, -1)]
+    sampling[3], sampling[4] = sampling[4], sampling[3]
+    esp = esp_frame(1, [0.0] * 12, sampling)
     d = s1.design(esp, False, 3, "rule")
     dup = next(f for f in s1.model_size_findings(esp, d, BOOT) if f.spec.startswith("s0."))
-    assert dup.estimate.effect == pytest.approx(1.0) and claim(dup).verdict == REPRODUCED
+    assert dup.estimate.effect == pytest.approx(1 - 12 / 1716) and claim(dup).verdict == REPRODUCED
 
 
 def test_trailing_share_and_its_null():

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privleak import claims as cl
 from privleak.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, s2, s4
 from privleak.claims.registry import bootstrapper, claim
 from privleak.metrics.rag_leakage import with_fluency
@@ -147,8 +148,9 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
     frames = {"responses": pd.concat([main, voters]), "planted": planted}
     accuracy, by_epsilon, by_voters, censor = s4.findings(frames, BOOT)
     assert by_epsilon.missing == "a budget with at least two epsilons"
-    assert accuracy.fields == {"epsilon": 5.0}
+    assert accuracy.fields == {"epsilons": "5"}
     assert accuracy.estimate.effect == pytest.approx(np.sqrt(13.5 / 17.5))  # ranks with ties
+    assert "ε 5: 0.878" in accuracy.note
     gains, diseases, fields = s4.voters_gain(frames["responses"])
     assert sorted(zip(diseases, gains, strict=True)) == [("e", 1.0), ("f", 0.0)]
     assert fields == {"low": 10, "high": 100, "epsilon": 5.0, "documents": 5}
@@ -156,6 +158,24 @@ def test_s4_accuracy_spearman_per_epsilon_voters_and_censoring():
     differences, epsilon = s4.censoring(planted)
     assert epsilon == 5.0 and list(differences) == [-3.0, -4.0]
     assert censor.estimate.effect == pytest.approx(-3.5)
+
+
+def test_s4_accuracy_over_budgets_is_one_estimate():
+    """Two budgets answering the same questions make one claim: the mean of their correlations,
+    with how many questions get the same verdict at both in the note."""
+    rows = []
+    for epsilon, correct in ((5.0, [0, 0, 1, 1, 1, 1]), (20.0, [0, 0, 0, 1, 1, 1])):
+        rows += [{"question_id": q, "kind": "disease", "decoder": "dp_rag", "epsilon": epsilon,
+                  "sweep": "main", "voters": np.nan, "disease": "abcdef"[q], "frequency": q,
+                  "correct": c} for q, c in enumerate(correct)]  # fmt: skip
+    planted = pd.DataFrame({"decoder": ["rag", "dp_rag"], "epsilon": [np.nan, 5.0],
+                            "question_id": [0, 0], "log_prob": [-1.0, -3.0]})  # fmt: skip
+    found = s4.findings({"responses": pd.DataFrame(rows), "planted": planted}, BOOT)
+    frequency = [f for f in found if f.spec == "s4.accuracy_rises_with_frequency"]
+    assert len(frequency) == 1 and frequency[0].fields == {"epsilons": "5, 20"}
+    each = [cl.spearman(range(6), c) for c in ([0, 0, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1])]
+    assert frequency[0].estimate.effect == pytest.approx(np.mean(each))
+    assert "5 of 6 questions get the same verdict at every budget" in frequency[0].note
 
 
 def test_s4_accuracy_resamples_diseases_not_questions():

@@ -54,8 +54,15 @@ def counts(rate_of: dict[str, list[int]]):
     ],
 )
 def test_paired_contrast_over_prompts_and_runs(public, jft, verdict):
-    t = s3.targets(LOG, min_units=2)
-    rates = {"pub0": public, "pub1": public, "jftk0": jft, "jftk1": jft}
+    # 4 training runs: the t reference has 3 degrees of freedom (with 2 runs, 1: t_1's quantile is
+    # 12.7 and no contrast here is decided)
+    runs = range(4)
+    log = pd.DataFrame({
+        "target": ["Public"] * 4 + ["JFT"] * 4, "policy": [None] * 4 + ["keyword"] * 4,
+        "run": [*runs, *runs], "model": [f"pub{r}" for r in runs] + [f"jftk{r}" for r in runs],
+    })  # fmt: skip
+    t = s3.targets(log, min_units=2)
+    rates = {f"pub{r}": public for r in runs} | {f"jftk{r}": jft for r in runs}
     estimate = s3.paired(t, BOOT, ("Public", "keyword"), ("JFT", "keyword"), counts(rates))
     assert estimate.effect == pytest.approx((sum(jft) - sum(public)) / 60)
     # a "+" claim of the catalogue: the classifier finds more leaks than the keyword policy
@@ -82,19 +89,19 @@ def test_findings_wait_for_runs_and_judge_publics_domain_privacy_against_its_ref
         {"target": ["Public", None], "policy": [None, None], "run": [0, 0],
          "model": ["pub0", "ref_X"], "without": [None, "X"]}
     )  # fmt: skip
-    prompts = [f"p{i}" for i in range(8)]
+    prompts = [f"p{i}" for i in range(16)]
     public = pd.DataFrame(
         {"model": "pub0", "prompt_id": prompts, "empty": False, "nll_without_X": 1.0,
          "leak_keyword_X": True, "leak_classifier_X": True}
     )  # fmt: skip
-    reference = public.assign(model="ref_X", leak_keyword_X=[False, True] * 4,
-                              leak_classifier_X=[False, True] * 4)  # fmt: skip
+    reference = public.assign(model="ref_X", leak_keyword_X=[False, True] * 8,
+                              leak_classifier_X=[False, True] * 8)  # fmt: skip
     samples = pd.concat([public, reference], ignore_index=True)
     t = s3.targets(log, min_units=2)
     settings = {"n_boot": 200, "seed": 0, "alpha": 0.05, "min_units": 2, "method": "percentile"}
     found = list(s3.domain_privacy_findings(samples, t, settings, {"runs": ""}))
     assert [f.fields["policy"] for f in found] == ["keyword", "classifier"]
-    # Public flags 8 of 8 samples, the reference 4 of 8: the plain ratio 1 / (4/8) = 2
+    # Public flags 16 of 16 samples, the reference 8 of 16: the plain ratio 1 / (8/16) = 2
     assert found[0].estimate.effect == pytest.approx(2.0)
     assert claim(found[0]).verdict == REPRODUCED
     waiting = s3.Finding(found[0].spec, found[0].estimate, found[0].fields, missing="runs")

@@ -89,9 +89,10 @@ def test_a_claims_p_value_comes_from_its_procedure_and_matches_its_interval():
 def test_an_undecided_claim_says_how_many_units_would_decide_it_at_80_percent_power():
     found = [t_claim("s0.a", 0.1, 0.1), t_claim("s0.b", 0.4, 0.1), t_claim("s0.c", 0.0, 0.1)]
     frame = judged_frame(found, 0.05).set_index("id")
-    # a secondary family of 3 claims: level 0.05 / 3; 8 ((2.394 + 0.8416) 0.1 / 0.1)^2 = 83.8
+    # a secondary family of 3 claims (BY): level 0.05 / (3 x 11/6) = 0.00909;
+    # 8 ((2.609 + 0.8416) 0.1 / 0.1)^2 = 95.3
     assert frame.loc["s0.a", "note"] == (
-        "about 84 contexts would decide it at 80 % power at its family's level 0.017 (the "
+        "about 96 contexts would decide it at 80 % power at its family's level 0.0091 (the "
         "standard error shrinking as 1/sqrt(n); 8 now)"
     )
     assert "would decide" not in frame.loc["s0.b", "note"]  # decided

@@ -199,9 +199,8 @@ def domain_privacy_interval(
     )
     if estimate.test is None:
         return replace(estimate, effect=point.ratio, low=math.nan, high=math.nan)
-    sign = -1.0 if inverted else 1.0
-    test = replace(estimate.test, effect=sign * estimate.test.effect, log_scale=True,
-                   method=estimate.test.method + LOG_SCALE)  # fmt: skip
+    test = estimate.test.negated() if inverted else estimate.test
+    test = replace(test, log_scale=True, method=test.method + LOG_SCALE)
     low, high = test.interval(alpha)
     return replace(estimate, effect=point.ratio, low=low, high=high, test=test)
 

@@ -19,8 +19,8 @@ Outside the families, with their per-claim verdicts kept: checks of privleak's o
 one-sided bounds, claims ruled inconclusive by missing data) and claims without an interval.
 
 Power (`units_to_decide`): the units at which the claim's test, at its family's strictest level
-(alpha / m, Holm's first step and Bonferroni's), has 80 % power at the observed effect, its
-standard error shrinking as 1 / sqrt(n) (normal approximation).
+(`strictest`: Holm's alpha / m, Benjamini-Yekutieli's alpha / (m H_m)), has 80 % power at the
+observed effect, its standard error shrinking as 1 / sqrt(n) (normal approximation).
 """
 
 from __future__ import annotations
@@ -106,6 +106,12 @@ def per_paper(
     return per_group(frame, frame["id"].map(paper_key), column, values)
 
 
+def strictest(alpha: float, m: int, method: str) -> float:
+    """A family's strictest per-claim level: Holm's alpha / m, Benjamini-Yekutieli's
+    alpha / (m (1 + 1/2 + ... + 1/m))."""
+    return alpha / m if method == HOLM else alpha / (m * sum(1 / i for i in range(1, m + 1)))
+
+
 def units_to_decide(effect: float, null: float, se: float, n: int, level: float) -> int | None:
     """The units at which a two-sided test at `level` has 80 % power at the observed effect,
     the standard error `se` (of n units) shrinking as 1 / sqrt(n): n (z_{1 - level/2} + z_0.8)^2
@@ -123,7 +129,7 @@ def units_to_decide(effect: float, null: float, se: float, n: int, level: float)
 def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """The claims frame (id, paper, role, effect, se, n, null, verdict, adjustable, p_value) with
     `family`, `adjustment` (holm or fdr_by), `adjusted` (the verdict after the family's
-    adjustment), `level` (alpha / the family's size) and `units_to_decide` (80 % power at that
+    adjustment), `level` (the family's `strictest`) and `units_to_decide` (80 % power at that
     level; NaN where undefined)."""
     require(0 < alpha < 0.5, f"claims.alpha must be in (0, 0.5); got {alpha!r}")
     out = frame.copy()
@@ -134,7 +140,8 @@ def adjusted(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
     undecidable = tested & out["p_value"].isna() & (out["verdict"] != INCONCLUSIVE)
     out["adjusted"] = out["verdict"].where(~undecidable, INCONCLUSIVE)
     sizes = out[tested].groupby("family")["id"].count()
-    out["level"] = [alpha / sizes[f] if f in sizes else math.nan for f in out["family"]]
+    out["level"] = [strictest(alpha, int(sizes[f]), adjustment(f)) if f in sizes else math.nan
+                    for f in out["family"]]  # fmt: skip
     for name, members in out[out["p_value"].notna()].groupby("family"):
         kept = adjusted_p_values(members["p_value"].to_numpy(), adjustment(name)) < alpha
         out.loc[members.index[~kept], "adjusted"] = INCONCLUSIVE

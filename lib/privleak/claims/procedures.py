@@ -3,23 +3,26 @@ effect type and the number of units (docs/design.md §8).
 
 A percentile bootstrap undercovers at the 6-12 units many claims rest on
 (benchmarks/bench_coverage.py), so the interval and the test come from:
-- `t_mean`: a mean over units (paired differences, per-unit trends): Student's t with n - 1
+- a mean over units (paired differences, per-unit trends): `t_mean` (Student's t with n - 1
   degrees of freedom on the units' values; with several rows per unit the mean over rows is a
-  ratio estimator and its standard error the cluster-robust one (CR1), with G - 1 degrees of
-  freedom over the G units.
-- `sign_exact`: paired binary outcomes, one pair per unit (differences in {-1, 0, 1}): McNemar's
-  exact test (the sign test on the discordant pairs) and the interval on the mean difference that
-  inverts it, Clopper-Pearson on the share of discordant pairs that favour the second setting,
-  conditional on their number.
+  ratio estimator and its standard error the cluster-robust one, CR1, with G - 1 degrees of
+  freedom over the G units) and `studentized` (the studentized bootstrap of the same mean), both
+  of which must decide (`both`: t holds its coverage on heavy tails, the studentized bootstrap
+  on skewed data; MEAN_BOTH).
+- `tango`: paired binary outcomes, one pair per unit (differences in {-1, 0, 1}): Tango's score
+  interval for the difference of paired proportions and the score test it inverts (McNemar's at
+  0).
 - `binomial_exact`: a share of units with a binary outcome: the Clopper-Pearson interval and the
   exact binomial test that it inverts.
 - `welch`: a difference of two independent means: Welch's t with Satterthwaite's degrees of
   freedom.
-- `bootstrap_t`: any other statistic (rank correlations, ratios of sums, maxima over a frontier,
-  AUCs, runs crossed with units): the effect plus or minus a t quantile times the standard error
-  of its bootstrap distribution, with degrees of freedom of the scarcest resampled axis minus one
-  (units, the smallest stratum, or training runs). An effect known only between two certified
-  bounds spans the bounds' own t intervals too (`Test.envelope`).
+- any other statistic (rank correlations, ratios of sums, a frontier's matched leakage, AUCs):
+  `bootstrap_t`, the effect plus or minus a t quantile times the standard error of its bootstrap
+  distribution, with degrees of freedom of the scarcest resampled axis minus one (units, the
+  smallest stratum, or training runs: CROSSED_T where runs are crossed with units), and where no
+  runs are crossed the `percentile` interval of the same draws too, both of which must decide
+  (GENERIC_BOTH). An effect known only between two certified bounds spans the bounds' own t
+  intervals too (`Test.envelope`).
 
 Each returns a `Test`, which gives the interval at any level and the p-value at any null by the
 same procedure, so a claim's p-value is below alpha exactly when its interval excludes the null.
@@ -32,23 +35,27 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from privleak.errors import require
 
 NAN = float("nan")
-T_MEAN, CLUSTER_T, STUDENTIZED, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T, CROSSED_T = (
+T_MEAN, CLUSTER_T, STUDENTIZED, PERCENTILE, TANGO, BINOMIAL_EXACT, WELCH = (
     "t",
     "cluster t",
     "studentized bootstrap",
-    "exact sign (McNemar)",
+    "percentile bootstrap",
+    "Tango score (McNemar)",
     "exact binomial (Clopper-Pearson)",
     "Welch t",
-    "bootstrap-SE t",
-    "bootstrap-SE t, runs x units",
 )
+BOOTSTRAP_T, CROSSED_T = "bootstrap-SE t", "bootstrap-SE t, runs x units"
+# Both members must decide: the union of their intervals, the larger of their p-values.
+MEAN_BOTH = "t and studentized bootstrap (both must decide)"
+GENERIC_BOTH = "percentile and bootstrap-SE t (both must decide)"
 IQR_OF_NORMAL = 1.3489795003921634  # the standard normal's interquartile range
 LOG_SCALE = " (log scale)"  # appended to a procedure run on the log of a ratio
+ROUNDING = 1e-12  # a standard error below this share of the values' scale is rounding: no spread
 # The fewest units from which each procedure keeps 95 % intervals honest on every data shape of
 # benchmarks/bench_coverage.py (coverage >= 0.93, false decisions <= 0.05 within Monte-Carlo
 # error; benchmarks/coverage.csv): a claim on fewer units is inconclusive by rule.
@@ -58,10 +65,6 @@ MIN_UNITS: dict[str, int] = {}
 def floor(method: str) -> int:
     """MIN_UNITS of a procedure; 2 where none is set."""
     return MIN_UNITS.get(method, 2)
-ROUNDING = 1e-12  # a standard error below this share of the values' scale is rounding: no spread
-PROCEDURES = (
-    T_MEAN, CLUSTER_T, STUDENTIZED, SIGN_EXACT, BINOMIAL_EXACT, WELCH, BOOTSTRAP_T, CROSSED_T
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class Test:
     # (centre, se) pairs whose t intervals the interval also spans: bounds of an effect known
     # only between two certified bounds (the frontier's noisy laws)
     envelope: tuple[tuple[float, float], ...] = ()
-    pivots: tuple[float, ...] = ()
+    pivots: tuple[float, ...] = ()  # sorted: the studentized pivots, or the percentile's draws
+    members: tuple[Test, ...] = ()  # a union's procedures, each of which must decide
 
     def interval(self, alpha: float) -> tuple[float, float]:
         """The (1 - alpha) interval of the effect (on its own scale: exponentiated where the
@@ -93,35 +97,48 @@ class Test:
         if self.log_scale:
             low, high = replace(self, log_scale=False).interval(alpha)
             return math.exp(low), math.exp(high)
+        if self.members:
+            ends = [member.interval(alpha) for member in self.members]
+            return min(low for low, _ in ends), max(high for _, high in ends)
+        if self.method == PERCENTILE:  # the nulls whose p-value is at least alpha
+            k = math.ceil(alpha * len(self.pivots) / 2)
+            return self.pivots[k - 1], self.pivots[-k]
+        if self.method == TANGO:
+            return _tango_interval(self.wins, self.losses, self.pairs, alpha)
         if self.method == BINOMIAL_EXACT:
             return _clopper_pearson(self.wins, self.pairs, alpha)
         if self.method == STUDENTIZED:  # the nulls whose p-value is at least alpha
             k = math.ceil(alpha * len(self.pivots) / 2)
             upper, lower = self.pivots[-k], self.pivots[k - 1]
             return self.effect - upper * self.se, self.effect - lower * self.se
-        if self.method == SIGN_EXACT:
-            discordant = self.wins + self.losses
-            low, high = _clopper_pearson(self.wins, discordant, alpha)
-            scale = discordant / self.pairs
-            return scale * (2 * low - 1), scale * (2 * high - 1)
         quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
         pairs = ((self.effect, self.se), *self.envelope)
         return min(c - quantile * se for c, se in pairs), max(c + quantile * se for c, se in pairs)
 
     def p_value(self, null: float) -> float:
         """The two-sided p-value of effect = null by the same procedure as `interval` (NaN where
-        the procedure has no test of that null: the sign test tests 0 only)."""
-        if self.method == BINOMIAL_EXACT:
-            return _central_binomial_p(self.wins, self.pairs, null) if 0 < null < 1 else NAN
-        if self.method == SIGN_EXACT:
-            discordant = self.wins + self.losses
-            return _central_binomial_p(self.wins, discordant, 0.5) if null == 0 else NAN
+        the procedure has no test of that null). A union's is its members' largest, or 1 where
+        the null lies inside the union at that level: members excluding it on opposite sides
+        never decide (the union's interval holds it at every level)."""
         if self.log_scale:
             return replace(self, log_scale=False).p_value(math.log(null)) if null > 0 else NAN
+        if self.members:
+            largest = max(member.p_value(null) for member in self.members)
+            if not 0 < largest < 1:
+                return largest
+            # just above the largest p-value every member excludes the null: on one side?
+            low, high = self.interval(min(largest * (1 + 1e-6), 0.999999))
+            return 1.0 if low < null < high else largest
+        if self.method == BINOMIAL_EXACT:
+            return _central_binomial_p(self.wins, self.pairs, null) if 0 < null < 1 else NAN
+        if self.method == TANGO:
+            z = _tango_z(self.wins, self.losses, self.pairs, null) if -1 < null < 1 else NAN
+            return float(2 * stats.norm.sf(abs(z))) if math.isfinite(z) else NAN
         if not (math.isfinite(null) and math.isfinite(self.effect)):
             return NAN
-        if self.method == STUDENTIZED:  # twice the smaller tail of the pivots beyond t
-            pivots, t = np.asarray(self.pivots), (self.effect - null) / self.se
+        if self.method in (STUDENTIZED, PERCENTILE):  # twice the smaller tail beyond the null
+            pivots = np.asarray(self.pivots)
+            t = (self.effect - null) / self.se if self.method == STUDENTIZED else null
             tail = min(int((pivots >= t).sum()), int((pivots <= t).sum())) / pivots.size
             return float(min(1.0, 2 * tail))
         # the interval excludes the null once every pair's t interval does, on one side
@@ -131,18 +148,37 @@ class Test:
         return float(2 * stats.t.sf(min(abs(d) for d in distances), self.df))
 
     def monte_carlo_error(self, alpha: float) -> float:
-        """The Monte-Carlo standard error of an interval endpoint over `resamples` draws, normal
-        theory: for a bootstrap standard error, the t quantile times se / sqrt(2 (B - 1)); for
-        the studentized bootstrap's alpha/2 quantile of the pivots, se sqrt(q (1 - q) / B) /
-        phi(z_q); 0 for an analytic procedure."""
+        """The Monte-Carlo standard error of an interval endpoint over `resamples` draws: for a
+        bootstrap standard error, the t quantile times se / sqrt(2 (B - 1)) (normal theory); for
+        the studentized or percentile quantiles, half the spread of the order statistics one
+        binomial standard deviation of the quantile's rank either side (times se for pivots),
+        the larger of the two ends; a union's largest; 0 for an analytic procedure."""
+        if self.members:
+            return max(member.monte_carlo_error(alpha) for member in self.members)
         if not self.resamples:
             return 0.0
-        if self.method == STUDENTIZED:
-            q = alpha / 2
-            density = float(stats.norm.pdf(stats.norm.ppf(q)))
-            return self.se * math.sqrt(q * (1 - q) / self.resamples) / density
+        if self.method in (STUDENTIZED, PERCENTILE):
+            pivots, b = self.pivots, len(self.pivots)
+            k = math.ceil(alpha * b / 2)
+            spread = max(1, math.ceil(math.sqrt(b * (alpha / 2) * (1 - alpha / 2))))
+            ends = [
+                pivots[min(rank + spread, b - 1)] - pivots[max(rank - spread, 0)]
+                for rank in (k - 1, b - k)
+            ]
+            scale = self.se if self.method == STUDENTIZED else 1.0
+            return scale * max(ends) / 2
         quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
         return quantile * self.se / math.sqrt(2 * (self.resamples - 1))
+
+    def negated(self) -> Test:
+        """The same procedure on the negated effect (a ratio's inverse on the log scale)."""
+        return replace(
+            self,
+            effect=-self.effect,
+            envelope=tuple((-c, se) for c, se in self.envelope),
+            pivots=tuple(sorted(-p for p in self.pivots)),
+            members=tuple(member.negated() for member in self.members),
+        )
 
 
 def _distance(centre: float, null: float, se: float) -> float:
@@ -170,12 +206,17 @@ def _clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, 
     return float(low), float(high)
 
 
-def t_mean(values: np.ndarray, groups: np.ndarray | None = None) -> Test | str:
-    """The mean of `values` [rows] (a ratio estimator when `groups` puts several rows in a unit)
+def _codes(values: np.ndarray, units: np.ndarray | None) -> np.ndarray:
+    """Each row's unit, numbered 0..G-1 (every row its own unit without `units`)."""
+    return np.arange(values.size) if units is None else np.unique(units, return_inverse=True)[1]
+
+
+def t_mean(values: np.ndarray, units: np.ndarray | None = None) -> Test | str:
+    """The mean of `values` [rows] (a ratio estimator when `units` puts several rows in a unit)
     and its t test over units; a string saying why there is none (fewer than 2 units, no spread).
-    groups: a label per row (default: every row its own unit)."""
+    units: an integer label per row (default: every row its own unit)."""
     values = np.asarray(values, dtype=float)
-    codes = np.arange(values.size) if groups is None else np.unique(groups, return_inverse=True)[1]
+    codes = _codes(values, units)
     units = int(codes.max()) + 1 if values.size else 0
     if units < 2:
         return f"{units} units: no t interval"
@@ -189,18 +230,18 @@ def t_mean(values: np.ndarray, groups: np.ndarray | None = None) -> Test | str:
 
 
 def studentized(
-    values: np.ndarray, groups: np.ndarray | None, n_boot: int, seed: int, alpha: float
+    values: np.ndarray, units: np.ndarray | None, n_boot: int, seed: int, alpha: float
 ) -> Test | str:
-    """The mean of `values` [rows] over units (`groups`, as in `t_mean`) and its studentized
+    """The mean of `values` [rows] over `units` (as in `t_mean`) and its studentized
     bootstrap: units resampled whole, each resample's pivot (mean* - mean) / se* with the
     cluster-robust se* of `t_mean`; the interval and p-value invert the pivots' distribution
-    (equal tails). Where the pivots cannot give a finite (1 - alpha) interval (resamples without
-    spread: se* = 0), the t procedure instead (`t_mean`)."""
-    analytic = t_mean(values, groups)
+    (equal tails). A string saying why where the pivots cannot give a finite (1 - alpha) interval
+    (resamples without spread: se* = 0)."""
+    analytic = t_mean(values, units)
     if isinstance(analytic, str):
         return analytic
     values = np.asarray(values, dtype=float)
-    codes = np.arange(values.size) if groups is None else np.unique(groups, return_inverse=True)[1]
+    codes = _codes(values, units)
     sums, sizes = np.bincount(codes, weights=values), np.bincount(codes).astype(float)
     units = sums.size
     drawn = np.random.default_rng(seed).integers(0, units, (n_boot, units))  # [B, units]
@@ -214,22 +255,84 @@ def studentized(
     test = Test(STUDENTIZED, analytic.effect, se=analytic.se, df=analytic.df,
                 resamples=n_boot, pivots=tuple(np.sort(pivots).tolist()))  # fmt: skip
     low, high = test.interval(alpha)
-    return test if math.isfinite(low) and math.isfinite(high) else analytic
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "resamples without spread leave the studentized pivots no finite interval"
+    return test
 
 
-def sign_exact(differences: np.ndarray) -> Test | str:
+def mean_both(
+    values: np.ndarray, units: np.ndarray | None, n_boot: int, seed: int, alpha: float
+) -> Test | str:
+    """A mean over units by `t_mean` and `studentized`, both of which must decide (MEAN_BOTH); t
+    alone where resamples without spread leave the studentized bootstrap no interval."""
+    t = t_mean(values, units)
+    pivoted = studentized(values, units, n_boot, seed, alpha)
+    return t if isinstance(pivoted, str) else both(MEAN_BOTH, t, pivoted)
+
+
+def tango(differences: np.ndarray) -> Test | str:
     """Paired binary outcomes, one pair per unit: `differences` [units] in {-1, 0, 1} (second
-    setting minus first). The mean difference and McNemar's exact test."""
+    setting minus first). The mean difference and Tango's score interval, which inverts the score
+    test of a difference of paired proportions (at 0, McNemar's test; Tango 1998)."""
     differences = np.asarray(differences, dtype=float)
     require(
         bool(np.isin(differences, (-1.0, 0.0, 1.0)).all()),
-        "an exact sign test needs paired binary outcomes: differences in {-1, 0, 1}",
+        "a paired binary test needs paired binary outcomes: differences in {-1, 0, 1}",
     )
     wins, losses = int((differences == 1).sum()), int((differences == -1).sum())
     if wins + losses == 0:
         return f"no discordant pair among {differences.size}: no interval"
-    return Test(SIGN_EXACT, float(differences.mean()), wins=wins, losses=losses,
+    return Test(TANGO, float(differences.mean()), wins=wins, losses=losses,
                 pairs=int(differences.size))  # fmt: skip
+
+
+def _tango_z(wins: int, losses: int, pairs: int, delta: float) -> float:
+    """Tango's score statistic for a paired difference delta: (b - c - n delta) / sqrt(n (2 q +
+    delta (1 - delta))), q the restricted maximum-likelihood share of (0, 1) pairs."""
+    a = 2 * pairs
+    b = -wins - losses + (2 * pairs - wins + losses) * delta
+    c = -losses * delta * (1 - delta)
+    q = (-b + math.sqrt(max(b * b - 4 * a * c, 0.0))) / (2 * a)
+    variance = pairs * (2 * q + delta * (1 - delta))
+    gap = wins - losses - pairs * delta
+    if variance > 0:
+        return gap / math.sqrt(variance)
+    return 0.0 if gap == 0 else math.copysign(math.inf, gap)  # at delta = +-1
+
+
+def _tango_interval(wins: int, losses: int, pairs: int, alpha: float) -> tuple[float, float]:
+    """The deltas whose score statistic stays within the normal's (1 - alpha) quantiles (the
+    statistic falls as delta grows)."""
+    quantile = float(stats.norm.isf(alpha / 2))
+    effect = (wins - losses) / pairs
+    edge = 1 - 1e-12
+
+    def root(target: float, lo: float, hi: float) -> float:
+        f = lambda d: _tango_z(wins, losses, pairs, d) - target  # noqa: E731
+        return lo if f(lo) <= 0 else hi if f(hi) >= 0 else optimize.brentq(f, lo, hi)
+
+    return root(quantile, -edge, effect), root(-quantile, effect, edge)
+
+
+def percentile(effect: float, draws: np.ndarray) -> Test | str:
+    """`effect` and its bootstrap `draws` [B]: the percentile interval and the test that inverts
+    it (twice the smaller share of draws beyond the null)."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.size < 2 or not np.isfinite(draws).all():
+        return "no finite bootstrap distribution: no interval"
+    return Test(PERCENTILE, float(effect), se=float(draws.std(ddof=1)), resamples=int(draws.size),
+                pivots=tuple(np.sort(draws).tolist()))  # fmt: skip
+
+
+def both(method: str, *members: Test | str) -> Test | str:
+    """A union of procedures that must all decide: their intervals' union, their largest
+    p-value; the first member's reason where one gives no test."""
+    reason = next((m for m in members if isinstance(m, str)), None)
+    if reason is not None:
+        return reason
+    first = members[0]
+    return Test(method, first.effect, se=first.se, df=first.df, members=tuple(members),
+                resamples=max(m.resamples for m in members))  # fmt: skip
 
 
 def binomial_exact(outcomes: np.ndarray) -> Test | str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from privleak.claims.catalogue import CATALOGUE
-from privleak.claims.procedures import BINOMIAL_EXACT, SIGN_EXACT
+from privleak.claims.procedures import BINOMIAL_EXACT, TANGO
 from privleak.claims.spec import CHECK, PRIMARY, ROLES, SECONDARY, Primary, Spec
 from privleak.claims.stats import NAN, Estimate, bootstrap
 from privleak.claims.verdicts import Claim, judge, number
@@ -81,23 +81,24 @@ def claim(finding: Finding, alpha: float = 0.05) -> Claim:
 
 
 def _signature(c: Claim) -> tuple | None:
-    """What makes two claims one estimate: the same units, procedure and null, and the same
+    """What makes two claims one estimate: the same paper, units, procedure and null, and the same
     effect and interval to 6 significant digits, or their mirror image (the effect negated, the
-    interval reflected). None where the match could be chance: no interval, or an exact test's
+    interval reflected). None where the match could be chance: no interval, or a binary test's
     few possible outcomes."""
-    discrete = c.method in (SIGN_EXACT, BINOMIAL_EXACT)
+    discrete = c.method in (TANGO, BINOMIAL_EXACT)
     if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)) or discrete:
         return None
     values = tuple(number(v) for v in (c.effect, c.ci_low, c.ci_high))
     mirrored = tuple(number(-v) for v in (c.effect, c.ci_high, c.ci_low))
-    return (c.units, c.method, c.null, min(values, mirrored))
+    return (c.paper, c.units, c.method, c.null, min(values, mirrored))
 
 
 def merged(claims: Sequence[Claim]) -> list[Claim]:
     """The claims with every set of the same estimate (`_signature`: identical or mirror images)
-    made one claim: the first id in sorted order keeps its verdict and lists the others' ids and
-    sentences in `also` and its note (a mirror image's sentence reads in the opposite
-    direction). A merged set's checks stay checks only if all of them are."""
+    made one claim: the first id in sorted order keeps its verdict and lists the others' ids,
+    sentences and verdicts in `also` and its note (a mirror image's sentence, about the negated
+    effect, may read the other way). A merged set's checks stay checks only if all of them are;
+    a primary member makes the claim primary, with its statement."""
     sets: dict[tuple, list[Claim]] = {}
     for c in sorted(claims, key=lambda c: c.id):
         key = _signature(c)
@@ -108,14 +109,19 @@ def merged(claims: Sequence[Claim]) -> list[Claim]:
         if others:
             listed = "; ".join(
                 f"{o.id}" + (" (its mirror image)" if number(o.effect) != number(kept.effect)
-                             else "") + (f": “{o.quote}”" if o.quote else "")
+                             else "") + (f", “{o.quote}”" if o.quote else "")
+                + f", which it reads {o.verdict}"
                 for o in others
             )  # fmt: skip
             roles = {c.role for c in members}
+            role = kept.role if len(roles) == 1 else min(roles - {CHECK}, key=ROLES.index)
+            lead = next((c for c in members if c.role == PRIMARY), kept)
             kept = replace(
                 kept,
                 also=", ".join(o.id for o in others),
-                role=kept.role if len(roles) == 1 else min(roles - {CHECK}, key=ROLES.index),
+                role=role,
+                primary_quote=lead.primary_quote,
+                primary_where=lead.primary_where,
                 note="; ".join(t for t in (kept.note, f"the same estimate tests {listed}") if t),
             )
         out.append(kept)

@@ -2,14 +2,15 @@
 
 PRIMARY: the statements of each paper's abstract and conclusion (S0's thin conclusion with its
 introduction's contributions; S3, a poster without either, with its two concluding Results
-bullets; S4's conclusion with its introduction's closing sentence), quoted verbatim, chosen from
-the paper texts in ../shared/papers before looking at any result, each mapped to the Specs whose
-effect measures what the sentence says. Holm's adjustment runs over each paper's primary claims;
+bullets; S4's conclusion with its introduction's closing sentence), quoted verbatim and chosen
+from the paper texts in ../shared/papers alone (by a reader who opened no result; the earlier
+run's verdicts were known to the project), each mapped to the Specs whose effect measures what the
+sentence says. Holm's adjustment runs over each paper's primary claims;
 Benjamini-Yekutieli's over the rest (privleak.claims.multiplicity). Primary statements that no
 Spec tests are listed in NOT_TESTED, so the claims page says so.
 
 CHECKS: Specs that check privleak's own mechanism (a guarantee on every unit, an audit of a stated
-ε, a bound that holds by algebra or arithmetic, a comparison that holds by construction). They
+ε, a bound that holds by algebra or arithmetic, a comparison decided by design of a policy). They
 pass or fail and are kept apart from the papers' claims.
 """
 
@@ -33,6 +34,11 @@ S0_FACTORS = Primary(
     "response size, and token n-grams largely affect the privacy of contextual information.",
     "§6 Conclusion (directions from §4.3-4.4)",
 )
+S0_POSITION = Primary(
+    "we evaluate how factors– such as model size, context size, generation position, etc.– "
+    "affect context privacy leakage.",
+    "Abstract (direction from §4.3)",
+)
 S0_LAMBDA = Primary(
     "we show that context privacy leakage can be affected (1) explicitly when "
     "amplifying/deamplifying contextual knowledge during decoding",
@@ -41,7 +47,7 @@ S0_LAMBDA = Primary(
 S1_ER = Primary(
     "Extraction Rate, the predominant metric used in prior quantification work, underestimates "
     "the threat of leakage of training data in randomized LLMs by as much as 2.14X.",
-    "Abstract; §7 Conclusion",
+    "Abstract (paraphrased in §7 Conclusion)",
 )
 S1_AVERAGE = Primary(
     "Although on average, larger models and longer prefixes can extract more data", "Abstract"
@@ -49,7 +55,7 @@ S1_AVERAGE = Primary(
 S1_SEQUENCES = Primary(
     "this is not true for a substantial portion of individual sequences. 30.4-41.5% of our "
     "sequences are easier to extract with either shorter prefixes or smaller models.",
-    "Abstract; §7 Conclusion",
+    "Abstract (paraphrased in §7 Conclusion)",
 )
 S1_PARTIAL = Primary(
     "Contrary to previous beliefs, partial leakage in commonly used decoding schemes like top-k "
@@ -65,12 +71,8 @@ S2_LEAKAGE = Primary(
     "Experiments on three real-world datasets demonstrate that PAD substantially reduces private "
     "information leakage while preserving response utility, outperforming existing retrieval- "
     "and post-processing-based defenses.",
-    "Abstract; §5 Conclusion",
+    "Abstract (its leakage paraphrased in §5 Conclusion)",
     (("base", ("extraction", "summ", "dist")),),
-)
-S2_UTILITY = Primary(
-    "PAD substantially reduces private information leakage while preserving response utility",
-    "Abstract; §5 Conclusion ('maintaining competitive perplexity')",
 )
 S2_DEFENSES = Primary(
     "outperforming existing retrieval- and post-processing-based defenses.",
@@ -104,7 +106,7 @@ PRIMARY: dict[str, Primary] = {
     "s0.model_size.influence": S0_FACTORS,
     "s0.context_size.small_contexts": S0_FACTORS,
     "s0.context_size.growth_32_to_256": S0_FACTORS,
-    "s0.position.first_10_tokens": S0_FACTORS,
+    "s0.position.first_10_tokens": S0_POSITION,
     "s0.corpus.summarization_vs_qa_{value}": S0_FACTORS,
     "s0.instruction_tuned.influence": S0_FACTORS,
     "s0.ngram.peak_grows_with_n": S0_FACTORS,
@@ -119,7 +121,6 @@ PRIMARY: dict[str, Primary] = {
     "s1.later_tokens_easier.{kind}": S1_LATER,
     "s2.pad_leaks_less_than_{base}.{outcome}.{corpus}": S2_LEAKAGE,
     "s2.pad_emits_fewer_secrets_than_{base}.{corpus}": S2_LEAKAGE,
-    "s2.pad_ppl_below_extraction.{corpus}": S2_UTILITY,
     "s2.frontier.pad_over_{b}": S2_DEFENSES,
     "s3.public_not_domain_private.{policy}.{domain_j}": S3_PUBLIC,
     "s3.redaction_leaks_less_than_public.{target_slug}.{policy}": S3_REDACTED,
@@ -132,9 +133,14 @@ NOT_TESTED: tuple[tuple[str, str, str], ...] = (
      "(the top-p half)", "Abstract"),
     ("s2", "PAD is model-agnostic and operates entirely at decoding time with minimal "
      "computational overhead", "Abstract"),
+    ("s2", "while preserving response utility (a non-inferiority statement: "
+     "s2.pad_ppl_below_extraction tests PPL below the undefended one, a stricter sentence of "
+     "§4.2, without a margin)", "Abstract; §5 Conclusion"),
     ("s2", "A Rényi Differential Privacy (RDP) accountant rigorously tracks cumulative privacy "
-     "loss, enabling explicit per-response (ε, δ)-DP guarantees (audited as a check: an audit "
-     "can contradict a guarantee, never confirm it)", "Abstract"),
+     "loss, enabling explicit per-response (ε, δ)-DP guarantees (audited by the checks "
+     "s2.audit.response.*: a failed audit of the paper's accountant contradicts this sentence "
+     "unless privleak's implementation is at fault; a passed one never confirms it)",
+     "Abstract"),
     ("s3", "Domain privacy becomes feasible (the redacted models' own C-domain privacy)",
      "Results"),
     ("s4", "differentially private token generation is a viable approach to private RAG "
@@ -170,8 +176,8 @@ CHECKS: dict[str, Check] = {
         "ε / L falls with L by the accountant's arithmetic, whatever the responses"
     ),
     "s3.redaction_leaks_less_than_public.{target_slug}.{policy}": Check(
-        "the keyword policy redacts exactly what its own detector flags, so a redacted model "
-        "leaks less under that detector by construction",
+        "the keyword policy redacts exactly what its own detector flags, so a model trained on "
+        "its redaction leaks less under that detector by design of the policy",
         (("policy", ("keyword",)),),
     ),
 }

@@ -68,6 +68,9 @@ def frequency_finding(asked: pd.DataFrame, boot: Boot) -> Finding:
     the same questions: a budget whose answers repeat another's adds no claim); the note gives each
     budget's correlation and how many answers the budgets share."""
     epsilons = sorted(asked["epsilon"].unique())
+    if not epsilons:
+        fields = {"epsilons": "-"}
+        return Finding("s4.accuracy_rises_with_frequency", NONE, fields, missing="no DP-RAG answer")
     codes = asked["epsilon"].map({e: i for i, e in enumerate(epsilons)})
     rows = np.c_[codes, asked[["frequency", "correct"]].astype(float).to_numpy()]
     estimate = boot(rows, mean_spearman, groups=asked["disease"].to_numpy())

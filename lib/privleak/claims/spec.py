@@ -33,7 +33,7 @@ CHECK_OUTCOMES = {REPRODUCED: PASS, CONTRADICTED: FAIL, INCONCLUSIVE: UNDECIDED}
 @dataclass(frozen=True)
 class Primary:
     """The statement of a paper's abstract or conclusion that a Spec tests, chosen from the paper
-    text before looking at results: its quote, where the paper says it, and (when only some
+    text alone (not from any result): its quote, where the paper says it, and (when only some
     instances of the Spec test it) the allowed values of its template fields."""
 
     quote: str

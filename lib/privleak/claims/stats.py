@@ -121,14 +121,16 @@ def bootstrap(
     0/1 outcomes, "share" where they are 0/1 outcomes, one row per unit ("" otherwise).
     min_share: the share of resamples that must give a finite effect (procedures.bootstrap_t).
 
-    The procedure: a mean (np.mean) of 1-D values without strata or runs: McNemar's exact test
-    for binary "paired" and the exact binomial test for a binary "share" where every unit holds
-    one row, else the studentized bootstrap over units (falling back to Student's t where its
-    pivots give no finite interval; cluster-robust with several rows per unit);
-    `mean_contrast` of two strata without groups or runs: Welch's t; any other statistic: a t
-    interval on the bootstrap standard error (Owen's crossed "pigeonhole" bootstrap with runs),
-    with the scarcest resampled axis minus one degrees of freedom. Draws come from numpy's
-    default_rng(seed) alone.
+    The procedure: a mean (np.mean) of 1-D values without strata or runs: Tango's score test
+    (McNemar's) for binary "paired" and the exact binomial test for a binary "share" where every
+    unit holds one row, else Student's t and the studentized bootstrap over units, both of which
+    must decide (cluster-robust with several rows per unit; t alone where resamples have no
+    spread); `mean_contrast` of two strata without groups or runs: Welch's t; any other
+    statistic: a t interval on the bootstrap standard error with the scarcest resampled axis
+    minus one degrees of freedom (Owen's crossed "pigeonhole" bootstrap with runs), and without
+    runs, where every draw is finite, the percentile interval of the same draws too, both of
+    which must decide. Draws come from
+    numpy's default_rng(seed) alone.
     """
     require(
         isinstance(n_boot, int) and n_boot >= 100,
@@ -159,9 +161,10 @@ def bootstrap(
     if runs is None and strata is None and statistic is np.mean and values.ndim == 1:
         one_row = groups is None or bool((lengths == 1).all())
         if binary and one_row:
-            exact = procedures.sign_exact if binary == "paired" else procedures.binomial_exact
+            exact = procedures.tango if binary == "paired" else procedures.binomial_exact
             return from_test(exact(values), n_units, alpha, effect)
-        test = procedures.studentized(values, groups, n_boot, seed, alpha)
+        codes = None if groups is None else pd.factorize(np.asarray(groups), sort=True)[0]
+        test = procedures.mean_both(values, codes, n_boot, seed, alpha)
         return from_test(test, n_units, alpha, effect)
     if runs is None and groups is None and statistic is mean_contrast and len(samples) == 2:
         first = values[:, 0] == 1
@@ -199,6 +202,10 @@ def bootstrap(
             rng=np.random.default_rng(seed),
         ).bootstrap_distribution
     test = procedures.bootstrap_t(effect, draws, df, min_share, crossed=runs is not None)
+    if runs is None and np.isfinite(draws).all():  # the percentile interval of the same draws
+        test = procedures.both(
+            procedures.GENERIC_BOTH, test, procedures.percentile(effect, draws)
+        )
     return from_test(test, n_units, alpha, effect)
 
 

@@ -17,6 +17,7 @@ from privleak.claims.multiplicity import (
     per_group,
     per_paper,
 )
+from privleak.claims.procedures import CROSSED_T
 from privleak.claims.roles import NOT_TESTED
 from privleak.claims.spec import (
     CHECK,
@@ -60,9 +61,14 @@ def power_note(row) -> str:
     if row.units_to_decide > SATURATED * row.n:
         return (f"more than {SATURATED} times the {row.n} {unit} would be needed at the observed "
                 "effect: not decidable by more units")  # fmt: skip
+    crossed = (
+        "; a lower bound, as the training runs' share of the variance does not shrink with units"
+        if row.method.startswith(CROSSED_T)
+        else ""
+    )
     return (
         f"about {row.units_to_decide} {unit} would decide it at 80 % power at its family's level "
-        f"{row.level:.2g} (the standard error shrinking as 1/sqrt(n); {row.n} now)"
+        f"{row.level:.2g} (the standard error shrinking as 1/sqrt(n); {row.n} now{crossed})"
     )
 
 
@@ -159,13 +165,19 @@ def primary_lines(frame: pd.DataFrame) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for row in frame[frame["role"] == PRIMARY].itertuples():
+        quote = _escaped(row.primary_quote)
         lines.append(
-            f"| {row.id} | “{row.primary_quote}” | {row.primary_where} | {_interval(row)} | "
+            f"| {row.id} | “{quote}” | {row.primary_where} | {_interval(row)} | "
             f"{_p(row.p_value)} | **{row.verdict}** | {row.adjusted} |"
         )
     lines += ["", "Primary statements that no claim tests:", ""]
     lines += [f"- {key}: “{text}” ({where})" for key, text, where in NOT_TESTED]
     return lines
+
+
+def _escaped(text: str) -> str:
+    """A table cell's text with its pipes escaped."""
+    return text.replace("|", "\\|")
 
 
 def _interval(row) -> str:
@@ -200,8 +212,8 @@ def check_lines(frame: pd.DataFrame) -> list[str]:
     ]
     for row in checks.itertuples():
         outcome = CHECK_OUTCOMES[row.verdict]
-        lines.append(f"| {row.id} | {row.effect_name} ({row.direction} {_show(row.null)}) | "
-                     f"{_interval(row)} | **{outcome}** |")  # fmt: skip
+        what = f"{_escaped(row.effect_name)} ({row.direction} {_show(row.null)})"
+        lines.append(f"| {row.id} | {what} | {_interval(row)} | **{outcome}** |")
     return lines
 
 
@@ -252,7 +264,7 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
         "## Primary claims",
         "",
         "Each paper's primary claims are the statements of its abstract and conclusion, chosen "
-        "from the paper text before looking at results (privleak.claims.roles); verdicts after "
+        "from the paper text alone (privleak.claims.roles); verdicts after "
         f"Holm's adjustment over the paper's primary claims at {alpha:g}.",
         "",
         *primary_lines(frame),
@@ -284,7 +296,7 @@ def markdown(claims: Sequence[Claim], alpha: float) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in frame.itertuples():
-        quote = f"“{row.quote}”".replace("|", "\\|") if row.quote else NO_SENTENCE
+        quote = f"“{_escaped(row.quote)}”" if row.quote else NO_SENTENCE
         needed = "" if pd.isna(row.units_to_decide) else str(row.units_to_decide)
         lines.append(
             f"| {row.id} | {row.role} | {row.where} | {quote} | {row.direction} "

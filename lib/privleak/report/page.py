@@ -13,7 +13,7 @@ import jinja2
 import pandas as pd
 import yaml
 
-from privleak.claims.verdicts import NO_SENTENCE
+from privleak.claims.tables import NO_SENTENCE
 from privleak.pipeline import params as params_module
 from privleak.report import cards, ours
 from privleak.report.papers import Paper
