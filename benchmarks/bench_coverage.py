@@ -186,6 +186,14 @@ def spearman_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
     }
 
 
+def counts(drawn: np.ndarray, size: int) -> np.ndarray:
+    """[B, size] how often each index was drawn in each resample of `drawn` [B, draws]."""
+    offsets = np.arange(drawn.shape[0])[:, None] * size
+    return np.bincount((drawn + offsets).ravel(), minlength=drawn.shape[0] * size).reshape(
+        drawn.shape[0], size
+    )
+
+
 def crossed_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
     """Runs crossed with units: value = run effect + unit effect (the shape) + noise, all with
     sd 1, RUNS runs; the truth is the shift. Owen's pigeonhole bootstrap: runs and units drawn
@@ -193,10 +201,8 @@ def crossed_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
     runs = rng.normal(size=RUNS)
     units = shape(kind, rng, n)
     values = runs[:, None] + units[None, :] + rng.normal(size=(RUNS, n)) + shift
-    drawn_runs = rng.integers(0, RUNS, (B_SE, RUNS))
-    drawn_units = rng.integers(0, n, (B_SE, n))
-    run_counts = np.apply_along_axis(np.bincount, 1, drawn_runs, minlength=RUNS)
-    unit_counts = np.apply_along_axis(np.bincount, 1, drawn_units, minlength=n)
+    run_counts = counts(rng.integers(0, RUNS, (B_SE, RUNS)), RUNS)
+    unit_counts = counts(rng.integers(0, n, (B_SE, n)), n)
     draws = np.einsum("br,ru,bu->b", run_counts, values, unit_counts) / (RUNS * n)
     effect = float(values.mean())
     return {
@@ -219,10 +225,8 @@ def log_ratio_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
         none = (math.nan, math.nan)
         return {"percentile": none, pr.CROSSED_T + pr.LOG_SCALE: none}
     effect = (target.sum() / RUNS) / reference.sum()
-    drawn_runs = rng.integers(0, RUNS, (B_SE, RUNS))
-    drawn_units = rng.integers(0, n, (B_SE, n))
-    run_counts = np.apply_along_axis(np.bincount, 1, drawn_runs, minlength=RUNS)
-    unit_counts = np.apply_along_axis(np.bincount, 1, drawn_units, minlength=n)
+    run_counts = counts(rng.integers(0, RUNS, (B_SE, RUNS)), RUNS)
+    unit_counts = counts(rng.integers(0, n, (B_SE, n)), n)
     flagged = np.einsum("br,ru,bu->b", run_counts, target, unit_counts) / RUNS
     with np.errstate(divide="ignore"):
         draws = flagged / (unit_counts @ reference)

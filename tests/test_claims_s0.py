@@ -28,9 +28,9 @@ def lam_frame(slopes: list[float]) -> pd.DataFrame:
 @pytest.mark.parametrize(
     ("slopes", "verdict"),
     [
-        ([1.0, 1.2, 0.8, 1.1, 0.9, 1.0], REPRODUCED),
-        ([-1.0, -1.2, -0.8, -1.1, -0.9, -1.0], CONTRADICTED),
-        ([1.0, -1.0, 0.5, -0.5, 0.2, -0.2], INCONCLUSIVE),
+        ([1.0, 1.2, 0.8, 1.1, 0.9, 1.0] * 2, REPRODUCED),  # 12 contexts: the union's cells hold
+        ([-1.0, -1.2, -0.8, -1.1, -0.9, -1.0] * 2, CONTRADICTED),
+        ([1.0, -1.0, 0.5, -0.5, 0.2, -0.2] * 2, INCONCLUSIVE),
     ],
 )
 def test_lambda_influence_is_the_mean_slope_over_contexts(slopes, verdict):

@@ -32,12 +32,16 @@ def test_prompt_differences_pair_by_prompt():
     assert list(s2.prompt_differences(frame, "extraction", "pad", "longest_run")) == [-1, 0, 0]
 
 
+BASE_RUNS = [30.0, 28.0, 31.0, 29.0, 32.0, 27.0, 30.0, 29.0, 31.0, 28.0, 30.0, 29.0]
+PAD_RUNS = [2.0, 3.0, 1.0, 4.0, 2.0, 3.0, 2.0, 1.0, 3.0, 2.0, 4.0, 2.0]
+
+
 @pytest.mark.parametrize(
     ("base", "pad", "verdict"),
     [
-        ([30.0] * 9 + [2.0], [2.0] * 9 + [30.0], REPRODUCED),  # PAD copies 2 words, base 30
-        ([2.0] * 9 + [30.0], [30.0] * 9 + [2.0], CONTRADICTED),
-        ([30.0, 2.0] * 5, [2.0, 30.0] * 5, INCONCLUSIVE),  # as many prompts either way
+        (BASE_RUNS, PAD_RUNS, REPRODUCED),  # PAD copies about 2 words, the base about 30
+        (PAD_RUNS, BASE_RUNS, CONTRADICTED),
+        ([30.0, 2.0] * 6, [2.0, 30.0] * 6, INCONCLUSIVE),  # as many prompts either way
     ],
 )
 def test_pad_leaks_less_than_extraction(base, pad, verdict):
@@ -248,8 +252,7 @@ def test_sweep_findings_cover_both_ablations_and_the_sweeps():
 
 def test_a_paraphrasing_summ_leaves_its_claims_inconclusive_and_says_why():
     frame = outcomes(
-        {d: [30.0] * 9 + [2.0] for d in ("extraction", "summ", "dist", "static")}
-        | {"pad": [2.0] * 9 + [30.0]}
+        {d: BASE_RUNS for d in ("extraction", "summ", "dist", "static")} | {"pad": PAD_RUNS}
     ).assign(rouge_score=0.0, log_ppl=1.0)
     found = {
         f.spec.format(**f.fields): claim(f)
@@ -263,8 +266,8 @@ def test_a_paraphrasing_summ_leaves_its_claims_inconclusive_and_says_why():
 
 
 def test_no_sens_rows_are_untestable_with_the_reason():
-    more = [30.0] * 9 + [2.0]  # both ablations copy longer runs than PAD on 9 of 10 prompts
-    sweep = outcomes({"pad": [2.0] * 9 + [30.0], "no_sens": more, "no_calib": more})
+    # both ablations copy longer runs than PAD on every prompt
+    sweep = outcomes({"pad": PAD_RUNS, "no_sens": BASE_RUNS, "no_calib": BASE_RUNS})
     sweep = sweep.assign(rouge_score=0.0, log_ppl=1.0, value=np.nan)
     found = {
         f.spec.format(**f.fields): claim(f)
@@ -277,17 +280,18 @@ def test_no_sens_rows_are_untestable_with_the_reason():
 
 def test_matched_findings_pair_pad_with_static_at_its_epsilon_per_corpus():
     frame = outcomes(
-        {"static_matched": [30.0] * 9 + [2.0], "pad": [2.0] * 9 + [30.0], "static": [0.0] * 10}
+        {"static_matched": BASE_RUNS, "pad": PAD_RUNS, "static": [0.0] * 12}
     ).assign(rouge_score=0.0, log_ppl=lambda f: f["defense"].map({"pad": 1.0,
                                                                   "static_matched": 1.5,
                                                                   "static": 0.0}))  # fmt: skip
-    frame.loc[frame["defense"] == "pad", "log_ppl"] += np.linspace(-0.1, 0.1, 10)
+    frame.loc[frame["defense"] == "pad", "log_ppl"] += np.linspace(-0.1, 0.1, 12)
     matched = pd.DataFrame([{"corpus": "enron", "target_epsilon": 52.4, "sigma": 0.93}])
     found = {
         f.spec.format(**f.fields): f for f in s2.matched_findings(frame, matched, BOOT, "tiny")
     }
     leak = found["s2.pad_leaks_less_than_matched_static.repeat.enron"]
-    assert leak.estimate.effect == pytest.approx(-28.0 * 8 / 10)  # never against "static"
+    # never against "static"
+    assert leak.estimate.effect == pytest.approx(np.mean(PAD_RUNS) - np.mean(BASE_RUNS))
     assert claim(leak).verdict == REPRODUCED
     assert "σ 0.93" in claim(leak).effect_name and "target 52.4" in claim(leak).effect_name
     ppl = found["s2.pad_ppl_below_matched_static.enron"]

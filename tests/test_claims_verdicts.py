@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from privleak import claims as cl
-from privleak.claims.procedures import Test
+from privleak.claims.procedures import CROSSED_T, WELCH, Test
 from privleak.claims.spec import Primary
 from privleak.claims.tables import judged_frame
 from privleak.errors import PrivleakError
@@ -70,7 +70,7 @@ def test_missing_data_forces_inconclusive_and_says_what_the_interval_reads():
 
 
 def t_claim(claim_id, effect, se, n=8, **fields):
-    test = Test("t", effect, se=se, df=n - 1)
+    test = Test(WELCH, effect, se=se, df=n - 1)  # a t-type procedure the coverage rule keeps
     low, high = test.interval(0.05)
     estimate = cl.Estimate(effect, low, high, n, test=test)
     base = {"paper": "S0", "quote": "q | pipe", "where": "§1", "effect_name": "e",
@@ -80,7 +80,7 @@ def t_claim(claim_id, effect, se, n=8, **fields):
 
 def test_a_claims_p_value_comes_from_its_procedure_and_matches_its_interval():
     judged = t_claim("s0.a", 0.3, 0.1)
-    assert judged.method == "t"
+    assert judged.method == WELCH
     assert judged.p_value == pytest.approx(2 * stats.t.sf(3.0, 7))
     assert judged.verdict == cl.REPRODUCED and judged.p_value < 0.05
     assert math.isnan(t_claim("s0.b", 0.3, 0.1, missing="runs").p_value)  # not its test
@@ -100,9 +100,10 @@ def test_an_undecided_claim_says_how_many_units_would_decide_it_at_80_percent_po
 
 
 def test_a_bootstrap_verdict_within_three_monte_carlo_errors_of_the_null_is_borderline():
-    test = Test("bootstrap-SE t", 0.2, se=0.1, df=20, resamples=200)
+    # a crossed bootstrap-SE t (over 21 runs here), a procedure the coverage rule keeps at 21
+    test = Test(CROSSED_T, 0.2, se=0.1, df=20, resamples=200)
     low, high = test.interval(0.05)  # low = 0.2 - 2.086 * 0.1 < 0: move the effect up a hair
-    near = Test("bootstrap-SE t", 0.2 - low + 1e-3, se=0.1, df=20, resamples=200)
+    near = Test(CROSSED_T, 0.2 - low + 1e-3, se=0.1, df=20, resamples=200)
     estimate = cl.Estimate(near.effect, *near.interval(0.05), 21, test=near)
     judged = cl.judge("s0.x", paper="S0", quote="q", where="w", effect_name="e", direction="+",
                       estimate=estimate, unit="contexts")  # fmt: skip

@@ -73,8 +73,8 @@ def test_domain_privacy_bootstrap_takes_the_claims_settings():
     few = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5, min_units=11)
     assert math.isnan(few.low) and few.note == "10 units < min_units 11: no interval"
     interval = dp.domain_privacy_interval(*args, n_boot=200, seed=0, pseudocount=0.5)
-    # a t interval on log C, exponentiated: symmetric about C on the log scale
-    assert math.sqrt(interval.low * interval.high) == pytest.approx(interval.effect)
+    # the procedure runs on log C and its interval is exponentiated
+    assert interval.low < interval.effect < interval.high
     assert interval.test.log_scale and interval.test.method.endswith("(log scale)")
     # C's null 1 is tested on log C: p < 0.05 exactly when the interval excludes 1
     assert (interval.test.p_value(1.0) < 0.05) == (interval.low > 1 or interval.high < 1)
@@ -137,12 +137,15 @@ def clean_reference():
 
 
 def test_domain_privacy_bound_divides_the_target_lower_limit_by_the_exact_reference_limit():
-    # Target: 19 of 20 prompts flagged, rate 0.95; its lower limit (alpha 0.1) is 0.95 - t_19,0.95
-    # x the bootstrap standard error, about sqrt(0.95 x 0.05 / 20) = 0.0487 (plug-in): 0.866.
-    # Reference: 0 flagged of 10 prompts, exact upper limit 1 - 0.05 ** (1 / 10) = 0.2588656.
+    # Target: 19 of 20 prompts flagged, rate 0.95; its lower limit (alpha 0.1) is the smaller of
+    # the percentile's and the bootstrap-SE t's, both of which must decide. A resample of the 20
+    # prompts holds K copies of the clean one, K ~ Bin(20, 1/20), and reads 1 - K / 20; P(K <= 2)
+    # = 0.92 < 0.95 < P(K <= 3) = 0.98, so the 5th percentile is 1 - 3 / 20 = 0.85, below the t
+    # limit 0.95 - t_19,0.95 x ~0.0487 = 0.866. Reference: 0 flagged of 10 prompts, exact upper
+    # limit 1 - 0.05 ** (1 / 10) = 0.2588656. C >= 0.85 / 0.2588656 = 3.283558.
     bound = dp.domain_privacy_bound(*clean_reference(), n_boot=1000, seed=0, alpha=0.1)
-    plug_in = 0.95 - stats.t.ppf(0.95, 19) * math.sqrt(0.95 * 0.05 / 20)
-    assert bound == pytest.approx(plug_in / (1 - 0.05 ** (1 / 10)), rel=0.01)
+    assert bound == pytest.approx(0.85 / (1 - 0.05 ** (1 / 10)))
+    assert 0.95 - stats.t.ppf(0.95, 19) * math.sqrt(0.95 * 0.05 / 20) > 0.85
     # The reference's empty samples are no evidence: only prompts with a non-empty sample count.
     target, reference, target_nonempty, _, target_prompts, reference_prompts = clean_reference()
     half_empty = (reference_prompts < 5).astype(int)  # 5 prompts with non-empty samples

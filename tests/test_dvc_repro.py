@@ -82,6 +82,7 @@ def recorded(tmp_path_factory) -> Path:
         for dep in definition.get("deps", []):
             target = root / params.resolve(dep, SMOKE)
             if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)  # benchmarks/coverage.csv
                 target.write_text(f"{stage} input\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)

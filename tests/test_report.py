@@ -336,5 +336,5 @@ def test_the_page_escapes_text_and_embeds_figures(figures):
     html = page.render(context)
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'href="../figures/s3/t_fig1_data.csv"' in html
-    assert html.count('class="claim-id"') == 2
+    assert html.count('class="claim-id"') == 3  # the two claims and the check
     assert html.count("profile smoke · commit <code>abc</code>") == 1  # on the one card

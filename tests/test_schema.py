@@ -11,7 +11,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from privleak import claims, decoding, figures, models, ngrams, prompts
+from privleak import decoding, figures, models, ngrams, prompts
 from privleak.data import dialogs, loaders, synthetic
 from privleak.errors import PrivleakError
 from privleak.metrics import sequence
@@ -40,7 +40,7 @@ def test_repeated_names_match_the_library():
     assert set(schema.S0_TASKS) == set(prompts.TASKS)
     assert set(schema.FIGURE_FORMATS) == set(figures._METADATA)
     assert set(loaders.SPEC_KEYS) == set(schema.Slot.model_fields)
-    assert schema.CLAIM_METHODS == claims.METHODS
+    assert schema.CLAIM_METHODS == mia_metrics.METHODS
     assert schema.MIA_VARIANCES == attacks.VARIANCES
     assert schema.MIA_METHODS == mia_metrics.METHODS
     assert schema.WINDOWS == ngrams.WINDOWS

@@ -337,8 +337,8 @@ SPECS = (
         "a similar piece of information.",
         where="Evaluation, Fig. 6",
         effect="Spearman correlation of the patient's disease's number of documents with DP-RAG "
-        "naming it, averaged over the response budgets (epsilon = {epsilons}): the budgets answer "
-        "the same questions, so they make one estimate, not one claim each",
+        "naming it, averaged over the response budgets whose answers vary (epsilon = {epsilons}): "
+        "the budgets answer the same questions, so they make one estimate, not one claim each",
         direction="+",
         unit="diseases (their drawn patients' symptom questions resampled together)",
     ),

@@ -31,8 +31,11 @@ Pure numpy/scipy.
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 from scipy import optimize, stats
@@ -56,15 +59,40 @@ GENERIC_BOTH = "percentile and bootstrap-SE t (both must decide)"
 IQR_OF_NORMAL = 1.3489795003921634  # the standard normal's interquartile range
 LOG_SCALE = " (log scale)"  # appended to a procedure run on the log of a ratio
 ROUNDING = 1e-12  # a standard error below this share of the values' scale is rounding: no spread
-# The fewest units from which each procedure keeps 95 % intervals honest on every data shape of
-# benchmarks/bench_coverage.py (coverage >= 0.93, false decisions <= 0.05 within Monte-Carlo
-# error; benchmarks/coverage.csv): a claim on fewer units is inconclusive by rule.
-MIN_UNITS: dict[str, int] = {}
+COVERAGE = Path(__file__).resolve().parents[3] / "benchmarks" / "coverage.csv"
+"""benchmarks/bench_coverage.py's table: each procedure's coverage and false decisions per n."""
 
 
-def floor(method: str) -> int:
-    """MIN_UNITS of a procedure; 2 where none is set."""
-    return MIN_UNITS.get(method, 2)
+@cache
+def _failing(path: Path = COVERAGE) -> dict[str, dict[int, bool]]:
+    """{procedure: {n: whether it fails on some shape of the rule}} of the coverage table."""
+    require(path.is_file(), f"{path}: no coverage table (run benchmarks/bench_coverage.py)")
+    table: dict[str, dict[int, bool]] = {}
+    with path.open() as handle:
+        for row in csv.DictReader(handle):
+            if row["in_rule"] == "True":
+                cells = table.setdefault(row["procedure"], {})
+                n = int(row["n"])
+                cells[n] = cells.get(n, False) or row["passes"] != "True"
+    return table
+
+
+def ruled_out(method: str, units: int) -> str:
+    """Why a procedure's interval on `units` units cannot decide (its coverage-table cell at that
+    n, or the nearest measured n below, fails on some data shape: coverage < 0.93 or false
+    decisions above 0.05 beyond Monte-Carlo error), or "" where it holds. A procedure the table
+    does not measure (an exact or analytic one it calls safe by construction) is never ruled
+    out."""
+    cells = _failing().get(method)
+    if cells is None:
+        return ""
+    measured = [n for n in cells if n <= units]
+    if not measured:
+        return f"bench_coverage measures the {method} from {min(cells)} units only"
+    at = max(measured)
+    if cells[at]:
+        return f"the {method} fails bench_coverage at {at} units (coverage or false decisions)"
+    return ""
 
 
 @dataclass(frozen=True)

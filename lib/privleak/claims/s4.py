@@ -64,25 +64,32 @@ def mean_spearman(rows: np.ndarray) -> float:
 
 
 def frequency_finding(asked: pd.DataFrame, boot: Boot) -> Finding:
-    """Accuracy against document frequency, one estimate over every response budget (they answer
-    the same questions: a budget whose answers repeat another's adds no claim); the note gives each
+    """Accuracy against document frequency, one estimate over the response budgets (they answer
+    the same questions: a budget whose answers repeat another's adds no claim), each budget whose
+    answers are all right or all wrong left out (no rank correlation there); the note gives each
     budget's correlation and how many answers the budgets share."""
-    epsilons = sorted(asked["epsilon"].unique())
+    varied = asked.groupby("epsilon")["correct"].transform("nunique") > 1
+    kept = asked[varied]
+    epsilons = sorted(kept["epsilon"].unique())
     if not epsilons:
         fields = {"epsilons": "-"}
-        return Finding("s4.accuracy_rises_with_frequency", NONE, fields, missing="no DP-RAG answer")
-    codes = asked["epsilon"].map({e: i for i, e in enumerate(epsilons)})
-    rows = np.c_[codes, asked[["frequency", "correct"]].astype(float).to_numpy()]
-    estimate = boot(rows, mean_spearman, groups=asked["disease"].to_numpy())
+        why = "a budget whose answers are not all right or all wrong"
+        return Finding("s4.accuracy_rises_with_frequency", NONE, fields, missing=why)
+    codes = kept["epsilon"].map({e: i for i, e in enumerate(epsilons)})
+    rows = np.c_[codes, kept[["frequency", "correct"]].astype(float).to_numpy()]
+    estimate = boot(rows, mean_spearman, groups=kept["disease"].to_numpy())
     each = ", ".join(
         f"ε {e:g}: {spearman(g['frequency'], g['correct'].astype(float)):.3f}"
-        for e, g in asked.groupby("epsilon")
+        for e, g in kept.groupby("epsilon")
     )
-    answers = asked.pivot_table(index="question_id", columns="epsilon", values="correct",
-                                aggfunc="first").dropna()  # fmt: skip
+    left = sorted(set(asked["epsilon"]) - set(epsilons))
+    answers = kept.pivot_table(index="question_id", columns="epsilon", values="correct",
+                               aggfunc="first").dropna()  # fmt: skip
     same = int((answers.nunique(axis=1) == 1).sum())
     note = (f"per budget: {each}; {same} of {len(answers)} questions get the same verdict at "
             "every budget")  # fmt: skip
+    if left:
+        note += "; left out, every answer the same: ε " + ", ".join(f"{e:g}" for e in left)
     fields = {"epsilons": ", ".join(f"{e:g}" for e in epsilons)}
     return Finding("s4.accuracy_rises_with_frequency", estimate, fields, note=note)
 

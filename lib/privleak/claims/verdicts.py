@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
 
-from privleak.claims.procedures import floor
+from privleak.claims.procedures import ruled_out
 from privleak.claims.spec import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -119,18 +119,15 @@ def judge(
     interval alone would read. `note`: a caveat to keep with it. role: primary, secondary or
     check; primary: the abstract's or conclusion's statement a primary claim tests. A decided
     verdict whose (1 - alpha) interval lies within 3 Monte-Carlo errors of the null is marked
-    borderline. A procedure's interval on fewer units than its `procedures.floor` is inconclusive
-    by rule."""
+    borderline. A procedure's interval whose coverage-table cell fails (`procedures.ruled_out`) is
+    inconclusive by rule."""
     require(role in ROLES, f"role must be one of {ROLES}; got {role!r}")
     ruled = verdict(estimate.low, estimate.high, direction, null)
     notes = [text for text in (note, estimate.note) if text]
     test = estimate.test
-    if not missing and test is not None and estimate.units < floor(test.method):
-        missing = (
-            f"at least {floor(test.method)} units for the {test.method} interval to keep its "
-            f"coverage on every data shape of benchmarks/bench_coverage.py ({estimate.units} "
-            "here): inconclusive by rule"
-        )
+    unsafe = ruled_out(test.method, estimate.units) if test is not None and not missing else ""
+    if unsafe:
+        missing = f"an interval that keeps its coverage ({unsafe}): inconclusive by rule"
     if missing:
         alone = f"; the interval alone reads {ruled}" if math.isfinite(estimate.low) else ""
         notes.append(f"needs {missing}{alone}")

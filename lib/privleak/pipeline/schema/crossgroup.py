@@ -21,7 +21,7 @@ from privleak.pipeline.schema.data import GENERATORS, Slot
 from privleak.pipeline.schema.family import FAMILY_DIR, Family
 from privleak.pipeline.schema.foundation import EMBEDDED_LMS, Claims, ContextGain, Figures, Models
 from privleak.pipeline.schema.frontier import Frontier
-from privleak.pipeline.schema.mia import MIA_METHODS, Mia
+from privleak.pipeline.schema.mia import Mia
 from privleak.pipeline.schema.s0 import S0
 from privleak.pipeline.schema.s1 import S1
 from privleak.pipeline.schema.s2 import S2
@@ -175,10 +175,6 @@ def _check_frontier(params: Params, p: str) -> None:
 def _check_mia(params: Params, p: str) -> None:
     """A family reference and the LiRA sizes are family sizes; a listed reference is listed."""
     mia, sizes = getattr(params.mia, p), list(getattr(params.family, p).sizes)
-    method = getattr(params.claims, p).method
-    if method not in MIA_METHODS:
-        raise fail(f"must be one of {', '.join(MIA_METHODS)}: the MIA intervals read percentiles "
-                   "of their crossed bootstrap", f"claims.{p}.method", value=method)  # fmt: skip
     if mia.models == "family":
         if mia.reference is not None and mia.reference not in sizes:
             raise fail(f"must be a size of family.{p}.sizes ({', '.join(sizes)}) or null",

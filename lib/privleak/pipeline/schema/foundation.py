@@ -24,7 +24,9 @@ from privleak.pipeline.schema.base import (
 EMBEDDED_LMS = ("smollm2-135m-instruct",)  # privleak.models.EMBEDDED_LMS
 FIGURE_FORMATS = ("png", "pdf", "svg")  # privleak.figures writes these byte-deterministically
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate strategies
-CLAIM_METHODS = ("percentile", "BCa", "basic")  # privleak.claims.METHODS
+# claims.<p>.method: the MIA and frontier figures' error bars (privleak.mia.metrics.METHODS); every
+# claim's interval comes from its procedure (privleak.claims.procedures)
+CLAIM_METHODS = ("percentile", "basic")
 
 
 def _device_map(value: Any) -> bool:
