@@ -38,7 +38,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from privleak.claims.stats import bootstrap, spearman
+from privleak.claims.stats import PLUS_MINUS_ONE, bootstrap, spearman
 from privleak.figures import save_figure, save_table, style
 from privleak.mia import controls
 from privleak.mia.figure import LABELS, esp_figure, roc_figure
@@ -111,7 +111,7 @@ for (model, kind), own in joined.groupby(["model", "kind"], sort=False):
                          lambda rows: spearman(rows[:, 0], rows[:, 1]), n_boot=claims["n_boot"],
                          seed=claims["seed"], alpha=claims["alpha"],
                          groups=balanced["text_id"], runs=balanced["run"],
-                         min_units=claims["min_units"])  # fmt: skip
+                         min_units=claims["min_units"], bounds=PLUS_MINUS_ONE)  # fmt: skip
     correlations.setdefault(model, {})[kind] = {
         "spearman": estimate.effect, "low": estimate.low, "high": estimate.high,
         "members": estimate.units,

@@ -43,7 +43,7 @@ import pandas as pd
 import seaborn as sns
 from scipy.stats import spearmanr
 
-from privleak.claims.stats import bootstrap
+from privleak.claims.stats import PLUS_MINUS_ONE, bootstrap
 from privleak.figures import (
     BOOTSTRAP,
     check_formats,
@@ -270,7 +270,8 @@ def screened_vs_copy(corpus: str) -> dict:
                              pad_units.loc[corpus, "longest_run"]
                              .reindex(screened.loc[corpus].index)])  # fmt: skip
     rho = bootstrap(pairs, lambda rows: spearmanr(rows[:, 0], rows[:, 1]).statistic,
-                    n_boot=BOOTSTRAP["n_boot"], seed=BOOTSTRAP["seed"])  # fmt: skip
+                    n_boot=BOOTSTRAP["n_boot"], seed=BOOTSTRAP["seed"],
+                    bounds=PLUS_MINUS_ONE)  # fmt: skip
     return {"rho": number(rho.effect), "low": number(rho.low), "high": number(rho.high)}
 
 

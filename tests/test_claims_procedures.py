@@ -2,7 +2,8 @@
 Clopper-Pearson, t, the studentized bootstrap against a naive loop over the same draws, the
 percentile test, Welch, a union whose members must all decide, the envelope of certified bounds;
 that every procedure's p-value is below alpha exactly when its interval excludes the null; and
-that MIN_UNITS is what benchmarks/coverage.csv measured."""
+that `ruled_out` is what benchmarks/coverage.csv measured; the runs' correction of a crossed
+bootstrap's standard error; intervals cut to the parameter space."""
 
 from __future__ import annotations
 
@@ -56,6 +57,32 @@ def test_the_t_procedure_by_hand():
     q = stats.t.ppf(0.975, 3)
     assert test.interval(0.05) == pytest.approx((3 - q * se, 3 + q * se))
     assert test.p_value(0.0) == pytest.approx(2 * stats.t.sf(3 / se, 3))
+
+
+def test_crossed_runs_scale_the_bootstrap_se_by_r_over_r_minus_1():
+    # draws -1, 0, 1, 2: sd sqrt(5 / 3); over 6 crossed runs the se is sqrt(5 / 3 * 6 / 5) = sqrt(2)
+    draws = np.array([-1.0, 0.0, 1.0, 2.0])
+    units_only = pr.bootstrap_t(0.5, draws, 5)
+    crossed = pr.bootstrap_t(0.5, draws, 5, runs=6)
+    assert (units_only.method, units_only.se) == (pr.BOOTSTRAP_T, pytest.approx(math.sqrt(5 / 3)))
+    assert (crossed.method, crossed.se) == (pr.CROSSED_T, pytest.approx(math.sqrt(2)))
+    with pytest.raises(ValueError, match="one training run"):
+        pr.bootstrap_t(0.5, draws, 5, runs=1)
+
+
+def test_an_interval_is_cut_to_the_parameter_space_and_its_p_values_stay():
+    # t on 0.9, 1.0, 1.0, 0.5 (a mean of correlations): mean 0.85, sd sqrt(0.17 / 3)
+    test = pr.t_mean(np.array([0.9, 1.0, 1.0, 0.5]))
+    uncut = test.interval(0.05)
+    assert uncut[1] > 1
+    bounded = pr.Test(**{**test.__dict__, "bounds": (-1.0, 1.0)})
+    assert bounded.interval(0.05) == (uncut[0], 1.0)
+    assert bounded.p_value(0.0) == test.p_value(0.0)
+    assert bounded.negated().interval(0.05) == (-1.0, -uncut[0])
+    # on the log scale the bounds are the ratio's, and its inverse has the inverse bounds
+    ratio = pr.Test(pr.CROSSED_T, math.log(0.8), se=0.5, df=5, log_scale=True, bounds=(0.0, 1.0))
+    assert ratio.interval(0.05)[1] == 1.0
+    assert ratio.negated().bounds == (1.0, math.inf)
 
 
 def test_the_studentized_bootstrap_matches_a_naive_loop_over_the_same_draws():
@@ -123,7 +150,7 @@ def _tests(rng) -> list[pr.Test]:
         pr.welch(rng.normal(size=6), rng.normal(1, 2, size=8)),
         pr.bootstrap_t(0.3, rng.normal(0.3, 0.1, 300), 7),
     ]
-    log = pr.bootstrap_t(math.log(2.0), rng.normal(math.log(2.0), 0.4, 300), 5, crossed=True)
+    log = pr.bootstrap_t(math.log(2.0), rng.normal(math.log(2.0), 0.4, 300), 5, runs=6)
     found.append(pr.Test(**{**log.__dict__, "log_scale": True}))
     return found
 

@@ -67,6 +67,15 @@ def test_the_units_to_settle_a_fragile_verdict_are_the_larger_runs_need():
     assert record["s2.d"]["units_to_settle"] is None
 
 
+def test_the_units_to_settle_read_the_procedures_se_where_the_interval_is_cut():
+    # the rerun's s3.b interval cut at 0.2 (a bounded effect): its own se, 0.15 / 1.96, still
+    # gives 46; read off the cut width (0.25) it would give 32
+    cut = RERUN.assign(se=[float("nan"), 0.15 / 1.959964, float("nan"), float("nan"), float("nan")])
+    cut.loc[cut["id"] == "s3.b", "ci_high"] = 0.2
+    assert st.compare(BASE, cut)["s3.b"]["units_to_settle"] == 46
+    assert st.compare(BASE, cut.drop(columns="se"))["s3.b"]["units_to_settle"] == 32
+
+
 def test_counts_are_decided_verdicts_per_paper_and_the_newly_decided_apart():
     assert st.counts(st.compare(BASE, RERUN)) == {
         "s2": {"stable": 1, "fragile": 1, "newly_decided": 1},

@@ -110,6 +110,14 @@ def test_any_other_statistic_needs_the_bootstrap_se_t_and_the_percentile_to_agre
     assert (rho.test.p_value(0.0) < 0.05) == (rho.low > 0 or rho.high < 0)
 
 
+def test_bounds_cut_the_interval_to_the_parameter_space():
+    # eight correlations near 1: t's upper end passes 1, the correlation's cannot
+    values = np.array([0.95, 1.0, 0.6, 1.0, 0.9, 1.0, 0.7, 1.0])
+    free, bounded = boot(values), boot(values, bounds=cl.PLUS_MINUS_ONE)
+    assert free.high > 1 and bounded.high == 1.0 and bounded.low == free.low
+    assert bounded.test.p_value(0.0) == free.test.p_value(0.0)
+
+
 def test_groups_resample_whole_units_so_pairs_stay_together():
     rng = np.random.default_rng(0)
     units = np.repeat(np.arange(40), 2)
@@ -184,8 +192,9 @@ def test_runs_carry_the_training_noise_that_units_alone_miss():
     assert both.effect == pytest.approx(np.mean(run_effects))
     assert both.test.method == "bootstrap-SE t, runs x units"
     assert both.units == 20 and both.test.df == 7  # the runs' degrees of freedom
-    # the bootstrap's standard error is the plug-in one: sqrt((n - 1) / n) of t's
-    assert both.test.se == pytest.approx(over_runs.se * math.sqrt(7 / 8), rel=0.05)
+    # the bootstrap's plug-in standard error, sqrt((R - 1) / R) of t's, scaled by sqrt(R / (R - 1))
+    # over the R = 8 runs: t's over the run means
+    assert both.test.se == pytest.approx(over_runs.se, rel=0.05)
 
 
 def test_runs_and_units_are_both_resampled():

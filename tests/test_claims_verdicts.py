@@ -110,8 +110,16 @@ def test_a_bootstrap_verdict_within_three_monte_carlo_errors_of_the_null_is_bord
     # its lower end 1e-3 above 0; the endpoint's Monte-Carlo error 0.2086 / sqrt(398) = 0.0105
     assert judged.verdict == cl.REPRODUCED and judged.borderline
     assert "borderline" in judged.note
-    assert not cl.judge("s0.y", paper="S0", quote="q", where="w", effect_name="e", direction="+",
-                        estimate=cl.Estimate(0.5, 0.3, 0.7, 21), unit="contexts").borderline
+    assert not cl.judge(
+        "s0.y",
+        paper="S0",
+        quote="q",
+        where="w",
+        effect_name="e",
+        direction="+",
+        estimate=cl.Estimate(0.5, 0.3, 0.7, 21),
+        unit="contexts",
+    ).borderline
 
 
 def test_claim_files_are_sorted_rounded_and_deterministic():

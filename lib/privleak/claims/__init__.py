@@ -6,6 +6,9 @@ each Spec's role (`roles`: primary claims, checks) and one estimator module per 
 from privleak.claims.spec import CONTRADICTED, INCONCLUSIVE, REPRODUCED, VERDICTS
 from privleak.claims.stats import (
     NAN,
+    PLUS_MINUS_ONE,
+    SHARE,
+    UNBOUNDED,
     Estimate,
     bootstrap,
     mean_contrast,
@@ -37,7 +40,10 @@ __all__ = [
     "DIRECTIONS",
     "INCONCLUSIVE",
     "NAN",
+    "PLUS_MINUS_ONE",
     "REPRODUCED",
+    "SHARE",
+    "UNBOUNDED",
     "VERDICTS",
     "Claim",
     "Estimate",

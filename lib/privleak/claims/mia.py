@@ -24,7 +24,7 @@ import pandas as pd
 
 from privleak.claims.procedures import bootstrap_t
 from privleak.claims.registry import Finding
-from privleak.claims.stats import Estimate, from_test
+from privleak.claims.stats import PLUS_MINUS_ONE, Estimate, from_test
 from privleak.mia.table import member_groups, resampled, score_table
 
 SIZE_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
@@ -43,10 +43,11 @@ NONE = Estimate(float("nan"), float("nan"), float("nan"), 0)
 
 def _estimate(difference, units: int, alpha: float, runs: int) -> Estimate:
     """A t interval on the standard error of a crossed bootstrap's draws, with the scarcer of the
-    members and the training runs minus one degrees of freedom."""
+    members and the training runs minus one degrees of freedom (the runs' small-sample
+    correction: procedures.bootstrap_t)."""
     df = min(units, runs) - 1 if runs >= 2 else units - 1
-    test = bootstrap_t(difference.effect, difference.draws, df, crossed=runs >= 2)
-    return from_test(test, units, alpha, difference.effect)
+    test = bootstrap_t(difference.effect, difference.draws, df, runs=runs if runs >= 2 else 0)
+    return from_test(test, units, alpha, difference.effect, PLUS_MINUS_ONE)  # AUC differences
 
 
 def ordering(aucs: list[float], models: list[str]) -> str:

@@ -19,7 +19,8 @@ A percentile bootstrap undercovers at the 6-12 units many claims rest on
 - any other statistic (rank correlations, ratios of sums, a frontier's matched leakage, AUCs):
   `bootstrap_t`, the effect plus or minus a t quantile times the standard error of its bootstrap
   distribution, with degrees of freedom of the scarcest resampled axis minus one (units, the
-  smallest stratum, or training runs: CROSSED_T where runs are crossed with units), and where no
+  smallest stratum, or training runs: CROSSED_T where runs are crossed with units, its standard
+  error scaled by sqrt(R / (R - 1)) over R runs), and where no
   runs are crossed the `percentile` interval of the same draws too, both of which must decide
   (GENERIC_BOTH). An effect known only between two certified bounds spans the bounds' own t
   intervals too (`Test.envelope`).
@@ -118,12 +119,19 @@ class Test:
     envelope: tuple[tuple[float, float], ...] = ()
     pivots: tuple[float, ...] = ()  # sorted: the studentized pivots, or the percentile's draws
     members: tuple[Test, ...] = ()  # a union's procedures, each of which must decide
+    # the effect's parameter space (a correlation's [-1, 1], a difference of shares'): the
+    # interval is cut to it, which keeps its coverage and changes no p-value of a null inside it
+    bounds: tuple[float, float] = (-math.inf, math.inf)
 
     def interval(self, alpha: float) -> tuple[float, float]:
         """The (1 - alpha) interval of the effect (on its own scale: exponentiated where the
-        procedure ran on the log scale)."""
+        procedure ran on the log scale), cut to `bounds`."""
+        low, high = self._uncut_interval(alpha)
+        return max(low, self.bounds[0]), min(high, self.bounds[1])
+
+    def _uncut_interval(self, alpha: float) -> tuple[float, float]:
         if self.log_scale:
-            low, high = replace(self, log_scale=False).interval(alpha)
+            low, high = replace(self, log_scale=False)._uncut_interval(alpha)
             return math.exp(low), math.exp(high)
         if self.members:
             ends = [member.interval(alpha) for member in self.members]
@@ -155,7 +163,7 @@ class Test:
             if not 0 < largest < 1:
                 return largest
             # just above the largest p-value every member excludes the null: on one side?
-            low, high = self.interval(min(largest * (1 + 1e-6), 0.999999))
+            low, high = self._uncut_interval(min(largest * (1 + 1e-6), 0.999999))
             return 1.0 if low < null < high else largest
         if self.method == BINOMIAL_EXACT:
             return _central_binomial_p(self.wins, self.pairs, null) if 0 < null < 1 else NAN
@@ -206,7 +214,14 @@ class Test:
             envelope=tuple((-c, se) for c, se in self.envelope),
             pivots=tuple(sorted(-p for p in self.pivots)),
             members=tuple(member.negated() for member in self.members),
+            bounds=_inverse(self.bounds) if self.log_scale else (-self.bounds[1], -self.bounds[0]),
         )
+
+
+def _inverse(bounds: tuple[float, float]) -> tuple[float, float]:
+    """The bounds of 1 / x for x within positive `bounds` (1 / 0 read as infinity)."""
+    low, high = bounds
+    return 1 / high if high > 0 else 0.0, 1 / low if low > 0 else math.inf
 
 
 def _distance(centre: float, null: float, se: float) -> float:
@@ -391,14 +406,18 @@ def welch(first: np.ndarray, second: np.ndarray) -> Test | str:
 
 
 def bootstrap_t(
-    effect: float, draws: np.ndarray, df: int, min_share: float = 1.0, crossed: bool = False
+    effect: float, draws: np.ndarray, df: int, min_share: float = 1.0, runs: int = 0
 ) -> Test | str:
     """`effect` and the standard error of its bootstrap `draws` [B], with `df` degrees of freedom
     (the scarcest resampled axis minus one), when at least `min_share` of the draws are finite:
     their standard deviation where every draw is a number, or where some are infinite (a ratio
     whose denominator a resample missed) the interquartile range of all of them over 1.349, the
-    normal's (NaN draws, which have no value, left out). crossed: the draws resampled training
-    runs crossed with units (CROSSED_T)."""
+    normal's (NaN draws, which have no value, left out). runs: the training runs the draws
+    resampled crossed with units (CROSSED_T; 0: none). Resampling R runs with replacement gives
+    the runs' share of the variance times (R - 1) / R (the plug-in variance of R values), which
+    no longer vanishes once the units are many, so the standard error is scaled by
+    sqrt(R / (R - 1)): the t reference on R - 1 degrees of freedom then has the unbiased
+    variance it assumes (slightly conservative in the units' share, scaled alike)."""
     draws = np.asarray(draws, dtype=float)
     finite, valued = draws[np.isfinite(draws)], draws[~np.isnan(draws)]
     if df < 1:
@@ -413,5 +432,8 @@ def bootstrap_t(
         se = float(finite.std(ddof=1))
     if se <= ROUNDING * float(np.abs(finite).max()):
         return f"all {finite.size} resamples give the same effect: no interval"
-    method = CROSSED_T if crossed else BOOTSTRAP_T
+    require(runs != 1, "bootstrap_t: one training run crosses nothing (runs is 0 or >= 2)")
+    if runs:
+        se *= math.sqrt(runs / (runs - 1))
+    method = CROSSED_T if runs else BOOTSTRAP_T
     return Test(method, float(effect), se=se, df=float(df), resamples=int(finite.size))

@@ -16,6 +16,8 @@ import pandas as pd
 from privleak.claims.registry import NONE, Finding
 from privleak.claims.stats import (
     NAN,
+    PLUS_MINUS_ONE,
+    UNBOUNDED,
     Estimate,
     mean_contrast,
     paired_differences,
@@ -186,7 +188,11 @@ def size_findings(generations, family, boot: Boot, one_run: str):
         boot(gaps.to_numpy(), np.mean, groups=context_groups(gaps.index)),
     )
     by_size = unit_trends(settings_matrix(family, "example", "parameters", "tau"), spearman)
-    yield Finding("s0.model_size.influence", boot(by_size.to_numpy(), np.mean), missing=one_run)
+    yield Finding(
+        "s0.model_size.influence",
+        boot(by_size.to_numpy(), np.mean, bounds=PLUS_MINUS_ONE),
+        missing=one_run,
+    )
 
 
 def ngram_findings(ngram, family_grams, generations, bounded, boot: Boot):
@@ -194,7 +200,12 @@ def ngram_findings(ngram, family_grams, generations, bounded, boot: Boot):
     several_ns = ngram["n"].nunique() >= 2
     yield Finding(
         "s0.ngram.peak_grows_with_n",
-        boot(ngram[["n", "i", "tau"]].to_numpy(), peak_by_n_spearman, groups=ngram["example"])
+        boot(
+            ngram[["n", "i", "tau"]].to_numpy(),
+            peak_by_n_spearman,
+            groups=ngram["example"],
+            bounds=PLUS_MINUS_ONE,
+        )
         if several_ns
         else NONE,
         missing="" if several_ns else ">= 2 values in s0.ngram.ns",
@@ -202,12 +213,19 @@ def ngram_findings(ngram, family_grams, generations, bounded, boot: Boot):
     early = unit_trends(settings_matrix(ngram, ["example", "n"], "i", "tau"), spearman)
     yield Finding(
         "s0.ngram.earlier_ngrams_peak",
-        boot(early.to_numpy(), np.mean, groups=[key[0] for key in early.index]),
+        boot(
+            early.to_numpy(), np.mean, groups=[key[0] for key in early.index], bounds=PLUS_MINUS_ONE
+        ),
     )
     by_size = unit_trends(settings_matrix(family_grams, ["example", "size"], "i", "tau"), spearman)
     yield Finding(
         "s0.ngram.earlier_ngrams_peak_every_size",
-        boot(by_size.to_numpy(), np.mean, groups=[key[0] for key in by_size.index]),
+        boot(
+            by_size.to_numpy(),
+            np.mean,
+            groups=[key[0] for key in by_size.index],
+            bounds=PLUS_MINUS_ONE,
+        ),
         {"n": int(family_grams["n"].iloc[0]) if len(family_grams) else "n/a"},
     )
     main = generations[generations["experiment"] == "main"]
@@ -217,7 +235,12 @@ def ngram_findings(ngram, family_grams, generations, bounded, boot: Boot):
     ]
     yield Finding(
         "s0.theorem31.tau_tracks_lambda_pmi",
-        boot(token_rows, lambda r: spearman(r[:, 0], r[:, 1]), groups=tokens["context"]),
+        boot(
+            token_rows,
+            lambda r: spearman(r[:, 0], r[:, 1]),
+            groups=tokens["context"],
+            bounds=PLUS_MINUS_ONE,
+        ),
     )
     yield Finding(
         "s0.bounded_cid.within_eps", worst_case(bounded_slack(bounded), "(response, bound) checks")
@@ -267,11 +290,12 @@ def knowledge_findings(text: pd.DataFrame, main: pd.DataFrame, boot: Boot, one_r
     per_corpus = main.groupby(["corpus", "context"])[["tau", "repeat"]].mean().reset_index()
     cnn, pub = (per_corpus[per_corpus["corpus"] == c] for c in ("cnn_dm", "pubmedqa"))
     both = len(cnn) and len(pub)
+    bounds = {"tau": UNBOUNDED, "repeat": PLUS_MINUS_ONE}  # a difference of two shares
     for value, label in (("tau", "τ_|D|"), ("repeat", "share of Repeat Prompts")):
         rows, strata = two_samples(cnn[value], pub[value])
         yield Finding(
             "s0.corpus.summarization_vs_qa_{value}",
-            boot(rows, mean_contrast, strata=strata) if both else NONE,
+            boot(rows, mean_contrast, strata=strata, bounds=bounds[value]) if both else NONE,
             {"value": value, "label": label},
             missing="" if both else "both corpora in s0.corpora",
         )

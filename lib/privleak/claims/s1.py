@@ -18,7 +18,15 @@ import numpy as np
 import pandas as pd
 
 from privleak.claims.registry import NONE, Finding
-from privleak.claims.stats import Estimate, mean_contrast, spearman, worst_case
+from privleak.claims.stats import (
+    PLUS_MINUS_ONE,
+    SHARE,
+    UNBOUNDED,
+    Estimate,
+    mean_contrast,
+    spearman,
+    worst_case,
+)
 
 Boot = Callable[..., Estimate]
 KINDS = ("named_entity", "long_sequence", "public_text")
@@ -104,13 +112,28 @@ def wide(frame: pd.DataFrame, columns: str, values: str = "log_esp") -> pd.DataF
 
 
 def seq_boot(
-    d: Design, boot: Boot, values, statistic, index, kind: str, strata=None, binary: str = ""
+    d: Design,
+    boot: Boot,
+    values,
+    statistic,
+    index,
+    kind: str,
+    strata=None,
+    binary: str = "",
+    bounds: tuple[float, float] = UNBOUNDED,
 ) -> Estimate:
-    """Bootstrap over the sequences of (run, seq_id) rows; crossed with runs when d.crossed."""
+    """Bootstrap over the sequences of (run, seq_id) rows; crossed with runs when d.crossed;
+    bounds: the effect's parameter space."""
     crossing = {"runs": index.get_level_values("run")} if d.crossed and d.family_run(kind) else {}
     groups = index.get_level_values("seq_id")
     return boot(
-        np.asarray(values), statistic, groups=groups, strata=strata, binary=binary, **crossing
+        np.asarray(values),
+        statistic,
+        groups=groups,
+        strata=strata,
+        binary=binary,
+        bounds=bounds,
+        **crossing,
     )
 
 
@@ -155,7 +178,16 @@ def decoder_findings(esp: pd.DataFrame, d: Design, boot: Boot):
             hits = (by_decoder[decoder] >= -math.log(20)).to_numpy(dtype=float)
             yield Finding(
                 "s1.random_beats_greedy_x20.{decoder_slug}.{kind}",
-                seq_boot(d, boot, hits - greedy_hit, np.mean, index, kind, binary="paired"),
+                seq_boot(
+                    d,
+                    boot,
+                    hits - greedy_hit,
+                    np.mean,
+                    index,
+                    kind,
+                    binary="paired",
+                    bounds=PLUS_MINUS_ONE,
+                ),
                 {**common, "decoder": decoder, "decoder_slug": slug(decoder)},
                 missing=d.one_run(kind),
                 note=no_greedy,
@@ -163,7 +195,7 @@ def decoder_findings(esp: pd.DataFrame, d: Design, boot: Boot):
         first = np.c_[greedy_hit, np.exp(by_decoder[randomized].to_numpy())]
         yield Finding(
             "s1.greedy_wins_single_sample.{kind}",
-            seq_boot(d, boot, first, greedy_margin, index, kind),
+            seq_boot(d, boot, first, greedy_margin, index, kind, bounds=PLUS_MINUS_ONE),
             common,
             missing=d.one_run(kind),
             note=no_greedy,
@@ -171,7 +203,7 @@ def decoder_findings(esp: pd.DataFrame, d: Design, boot: Boot):
         at30 = np.c_[greedy_hit, (by_decoder[randomized].to_numpy() >= -math.log(30)).astype(float)]
         yield Finding(
             "s1.extraction_rate_underestimates_x30.{kind}",
-            seq_boot(d, boot, at30, best_random_margin, index, kind),
+            seq_boot(d, boot, at30, best_random_margin, index, kind, bounds=PLUS_MINUS_ONE),
             common,
             missing=d.one_run(kind),
             note=no_greedy,
@@ -186,14 +218,14 @@ def prefix_findings(esp: pd.DataFrame, d: Design, boot: Boot):
         common = {"kind": kind, "units": d.units(kind)}
         yield Finding(
             "s1.longer_prefix_on_average.{kind}",
-            seq_boot(d, boot, longer, np.mean, by_prefix.index, kind),
+            seq_boot(d, boot, longer, np.mean, by_prefix.index, kind, bounds=PLUS_MINUS_ONE),
             {**common, "longest": by_prefix.columns[-1], "shortest": by_prefix.columns[0]},
             missing=d.one_run(kind),
         )
         shorter = (by_prefix.iloc[:, :-1].max(axis=1) > by_prefix.iloc[:, -1]).astype(float)
         yield Finding(
             "s1.some_easier_with_shorter_prefix.{kind}",
-            seq_boot(d, boot, shorter, np.mean, by_prefix.index, kind),
+            seq_boot(d, boot, shorter, np.mean, by_prefix.index, kind, bounds=SHARE),
             common,
             missing=d.one_run(kind),
         )
@@ -209,14 +241,14 @@ def model_size_findings(esp: pd.DataFrame, d: Design, boot: Boot):
         larger = np.exp(by_model.iloc[:, -1]) - np.exp(by_model.iloc[:, 0])
         yield Finding(
             "s1.larger_model_on_average.{kind}",
-            seq_boot(d, boot, larger, np.mean, by_model.index, kind),
+            seq_boot(d, boot, larger, np.mean, by_model.index, kind, bounds=PLUS_MINUS_ONE),
             {**across, "smallest": d.smallest},
             missing=d.one_run(kind),
         )
         smaller = (by_model.iloc[:, :-1].max(axis=1) > by_model.iloc[:, -1]).astype(float)
         yield Finding(
             "s1.some_easier_with_smaller_model.{kind}",
-            seq_boot(d, boot, smaller, np.mean, by_model.index, kind),
+            seq_boot(d, boot, smaller, np.mean, by_model.index, kind, bounds=SHARE),
             across,
             missing=d.one_run(kind),
         )
@@ -233,20 +265,24 @@ def model_size_findings(esp: pd.DataFrame, d: Design, boot: Boot):
                 lambda r: spearman(r[:, 0], r[:, 1]),
                 on_largest.index,
                 kind,
+                bounds=PLUS_MINUS_ONE,
             ),
             {"kind": kind, "units": d.units(kind), "largest": d.largest},
             missing=d.one_run(kind),
         )
 
 
-def kinds_contrast(d: Design, boot: Boot, per_kind: dict, statistic) -> Estimate:
+def kinds_contrast(
+    d: Design, boot: Boot, per_kind: dict, statistic, bounds: tuple[float, float] = UNBOUNDED
+) -> Estimate:
     """`statistic` over named entities (flag 1) against 50-token sequences (flag 0), each kind
-    resampled within itself. per_kind: {kind: (values [rows, ...], (run, seq_id) index)}."""
+    resampled within itself. per_kind: {kind: (values [rows, ...], (run, seq_id) index)};
+    bounds: the effect's parameter space."""
     (ne, ne_index), (long, long_index) = per_kind["named_entity"], per_kind["long_sequence"]
     flags = np.r_[np.ones(len(ne)), np.zeros(len(long))]
     rows = np.c_[flags, np.r_[ne, long]]
     both = ne_index.append(long_index)
-    return seq_boot(d, boot, rows, statistic, both, "named_entity", strata=flags)
+    return seq_boot(d, boot, rows, statistic, both, "named_entity", strata=flags, bounds=bounds)
 
 
 def trend_contrast_findings(esp: pd.DataFrame, tp: pd.DataFrame, d: Design, boot: Boot):
@@ -262,7 +298,7 @@ def trend_contrast_findings(esp: pd.DataFrame, tp: pd.DataFrame, d: Design, boot
     rows_of = "named-entity and 50-token sequences"
     yield Finding(
         "s1.decreasing_with_prefix_ne_vs_long",
-        kinds_contrast(d, boot, decreasing, mean_contrast) if has_both else NONE,
+        kinds_contrast(d, boot, decreasing, mean_contrast, PLUS_MINUS_ONE) if has_both else NONE,
         {"units": d.units("named_entity")},
         missing=d.one_run("named_entity") if has_both else rows_of,
     )
@@ -356,6 +392,7 @@ def partial_findings(frames: dict[str, pd.DataFrame], d: Design, boot: Boot):
         boot(
             easier[truncating].dropna().to_numpy(),
             lambda r: float(min(r[:, 0].mean() - r[:, 1].mean(), r[:, 0].mean() - r[:, 2].mean())),
+            bounds=PLUS_MINUS_ONE,
         )
         if has_table1
         else NONE,
@@ -366,7 +403,7 @@ def partial_findings(frames: dict[str, pd.DataFrame], d: Design, boot: Boot):
         trailing, m = trailing_share(frames["leaves"], n)
         yield Finding(
             "s1.partial_trailing_mismatch.n{n}",
-            boot(trailing, np.mean) if len(trailing) else NONE,
+            boot(trailing, np.mean, binary="share") if len(trailing) else NONE,
             {**largest, "n": n, "m": m},
             missing=isp_runs
             if len(trailing)

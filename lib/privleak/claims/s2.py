@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from privleak.claims.registry import NONE, Finding
-from privleak.claims.stats import Estimate, paired_differences, settings_matrix, unit_trends
+from privleak.claims.stats import (
+    PLUS_MINUS_ONE,
+    Estimate,
+    paired_differences,
+    settings_matrix,
+    unit_trends,
+)
 from privleak.metrics.rag_leakage import cued_secrets, prompt_outcomes, with_fluency
 from privleak.pad import optimal_response_budget
 
@@ -254,7 +260,7 @@ def sweep_findings(
         amplified = sweep_matrix(sweep, "amplification", column, default["amplification"])
         yield Finding(
             "s2.amplification_reduces_leakage.{outcome}",
-            boot(unit_trends(amplified).to_numpy(), np.mean),
+            boot(unit_trends(amplified).to_numpy(), np.mean, bounds=PLUS_MINUS_ONE),
             fill,
         )
         complete = {1.0, 5.0, 10.0} <= set(amplified.columns)
@@ -267,13 +273,13 @@ def sweep_findings(
         by_epsilon = sweep_matrix(sweep, "epsilon", column, default["epsilon"])
         yield Finding(
             "s2.epsilon_raises_leakage.{outcome}",
-            boot(unit_trends(by_epsilon).to_numpy(), np.mean),
+            boot(unit_trends(by_epsilon).to_numpy(), np.mean, bounds=PLUS_MINUS_ONE),
             fill,
         )
     by_epsilon = sweep_matrix(sweep, "epsilon", LOG_PPL, default["epsilon"])
     yield Finding(
         "s2.epsilon_lowers_perplexity",
-        boot(unit_trends(by_epsilon).to_numpy(), np.mean),
+        boot(unit_trends(by_epsilon).to_numpy(), np.mean, bounds=PLUS_MINUS_ONE),
         {"sweep_corpus": corpus, "evaluator": evaluator},
         note=evaluator_note(evaluator),
     )

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from privleak.claims.registry import NONE, Finding
-from privleak.claims.stats import Estimate
+from privleak.claims.stats import PLUS_MINUS_ONE, UNBOUNDED, Estimate
 from privleak.domain_privacy import domain_privacy_interval
 from privleak.lira import prompt_successes
 from privleak.training.train_log import regime
@@ -87,10 +87,18 @@ def ratio_difference(rows: np.ndarray) -> float:
     return float(rows[:, 2].sum() / rows[:, 3].sum() - rows[:, 0].sum() / rows[:, 1].sum())
 
 
-def paired(t: Targets, boot: Boot, a: tuple[str, str], b: tuple[str, str], rows_of) -> Estimate:
+def paired(
+    t: Targets,
+    boot: Boot,
+    a: tuple[str, str],
+    b: tuple[str, str],
+    rows_of,
+    bounds: tuple[float, float] = UNBOUNDED,
+) -> Estimate:
     """`ratio_difference` of (target, policy) b against a. rows_of(model, policy): a model's
     rows [count, total] indexed by unit. The sides are paired per unit and run, and units are
-    resampled, crossed with runs when t.crossed."""
+    resampled, crossed with runs when t.crossed. bounds: the effect's parameter space
+    (PLUS_MINUS_ONE for a difference of two rates)."""
     if not all(t.model(*side, run) for side in (a, b) for run in t.used):
         return NONE
     per_run = [
@@ -100,7 +108,9 @@ def paired(t: Targets, boot: Boot, a: tuple[str, str], b: tuple[str, str], rows_
     rows = pd.concat(per_run, keys=t.used, names=["run", "unit"])
     crossing = {"runs": rows.index.get_level_values("run")} if t.crossed else {}
     groups = rows.index.get_level_values("unit")
-    return boot(rows.to_numpy(dtype=float), ratio_difference, groups=groups, **crossing)
+    return boot(
+        rows.to_numpy(dtype=float), ratio_difference, groups=groups, bounds=bounds, **crossing
+    )
 
 
 def success_findings(samples, t: Targets, boot: Boot, domain: str, fill: Mapping):
@@ -116,7 +126,7 @@ def success_findings(samples, t: Targets, boot: Boot, domain: str, fill: Mapping
         return counts[["successes", "selected"]]
 
     def contrast(a, b) -> Estimate:
-        return paired(t, boot, a, b, successes)
+        return paired(t, boot, a, b, successes, PLUS_MINUS_ONE)  # a difference of success rates
 
     only = f"{domain} Only"
     for target in (only, "Public", "Private", *REDACTED):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from privleak.claims.registry import NONE, Finding
-from privleak.claims.stats import Estimate, spearman
+from privleak.claims.stats import PLUS_MINUS_ONE, Estimate, spearman
 
 Boot = Callable[..., Estimate]
 
@@ -77,7 +77,7 @@ def frequency_finding(asked: pd.DataFrame, boot: Boot) -> Finding:
         return Finding("s4.accuracy_rises_with_frequency", NONE, fields, missing=why)
     codes = kept["epsilon"].map({e: i for i, e in enumerate(epsilons)})
     rows = np.c_[codes, kept[["frequency", "correct"]].astype(float).to_numpy()]
-    estimate = boot(rows, mean_spearman, groups=kept["disease"].to_numpy())
+    estimate = boot(rows, mean_spearman, groups=kept["disease"].to_numpy(), bounds=PLUS_MINUS_ONE)
     each = ", ".join(
         f"ε {e:g}: {spearman(g['frequency'], g['correct'].astype(float)):.3f}"
         for e, g in kept.groupby("epsilon")
@@ -115,6 +115,7 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
                     (table[high] - table[low]).to_numpy(),
                     np.mean,
                     groups=table.index.get_level_values("disease").to_numpy(),
+                    bounds=PLUS_MINUS_ONE,
                 ),
                 {"low": low, "high": high},
             )
@@ -132,7 +133,7 @@ def findings(frames: dict[str, pd.DataFrame], boot: Boot) -> list[Finding]:
     found.append(
         Finding(
             "s4.accuracy_rises_with_voters",
-            boot(gains, np.mean, groups=diseases),
+            boot(gains, np.mean, groups=diseases, bounds=PLUS_MINUS_ONE),
             fields,
             missing="" if len(gains) else "no voters sweep in this run",
         )

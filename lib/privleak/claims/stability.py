@@ -47,12 +47,15 @@ def _units(text: str) -> int:
 
 
 def _units_to_decide(row: Mapping, null: float, alpha: float) -> int | None:
-    """A claims-table row's units at 80 % power at `alpha`, its standard error read off its
-    interval (half the width over z_{1 - alpha/2})."""
+    """A claims-table row's units at 80 % power at `alpha`, with its procedure's standard error
+    (`se`), or where the row has none one read off its interval (half the width over
+    z_{1 - alpha/2}; an interval cut to the parameter space understates it)."""
     low, high = float(row["ci_low"]), float(row["ci_high"])
     if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
         return None
-    se = (high - low) / (2 * float(stats.norm.isf(alpha / 2)))
+    se = float(row.get("se", math.nan))
+    if not (math.isfinite(se) and se > 0):
+        se = (high - low) / (2 * float(stats.norm.isf(alpha / 2)))
     return units_to_decide(float(row["effect"]), null, se, _units(row["units"]), alpha)
 
 

@@ -6,10 +6,10 @@ a bootstrap standard error). The bootstrap resamples independent units (contexts
 every row of a drawn unit comes along, so paired settings of one unit stay paired. Where a claim
 rests on trained models, the training runs (seeds) are a second, crossed axis: runs and units are
 resampled independently (Owen's "pigeonhole" bootstrap for crossed designs), so the standard error
-covers both the choice of sequences and the randomness of training, and the t reference has the
-runs' degrees of freedom. Degenerate inputs (too few units, non-finite values,
-resamples that all agree) get no interval and a note saying why, never a crash or a fake-certain
-interval.
+covers both the choice of sequences and the randomness of training (scaled by sqrt(R / (R - 1))
+over R runs), and the t reference has the runs' degrees of freedom. Degenerate inputs (too few
+units, non-finite values, resamples that all agree) get no interval and a note saying why, never a
+crash or a fake-certain interval.
 
 Pure numpy/pandas/scipy; no torch.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,11 @@ from scipy import stats
 from privleak.claims import procedures
 from privleak.errors import require
 
+UNBOUNDED = (-math.inf, math.inf)
+PLUS_MINUS_ONE = (-1.0, 1.0)
+"""The parameter space of a correlation, a mean of correlations and a difference of two shares."""
+SHARE = (0.0, 1.0)
+"""The parameter space of a share (a rate, a mean of 0/1 outcomes)."""
 NAN = float("nan")
 BINARY = ("", "paired", "share")  # what a 0/1 mean's values are (bootstrap's `binary`)
 
@@ -105,6 +110,7 @@ def bootstrap(
     runs=None,
     binary: str = "",
     min_share: float = 1.0,
+    bounds: tuple[float, float] = UNBOUNDED,
 ) -> Estimate:
     """effect = statistic(values) and its (1 - alpha) interval over units, by the small-sample
     procedure that fits the effect (privleak.claims.procedures; the Estimate's `test` gives its
@@ -120,6 +126,9 @@ def bootstrap(
     twice contributes its rows twice). binary: "paired" where values are differences of paired
     0/1 outcomes, "share" where they are 0/1 outcomes, one row per unit ("" otherwise).
     min_share: the share of resamples that must give a finite effect (procedures.bootstrap_t).
+    bounds: the effect's parameter space (PLUS_MINUS_ONE for a correlation, a mean of them or a
+    difference of two shares, SHARE for a share); the interval is cut to it
+    (procedures.Test.bounds).
 
     The procedure: a mean (np.mean) of 1-D values without strata or runs: Tango's score test
     (McNemar's) for binary "paired" and the exact binomial test for a binary "share" where every
@@ -162,14 +171,14 @@ def bootstrap(
         one_row = groups is None or bool((lengths == 1).all())
         if binary and one_row:
             exact = procedures.tango if binary == "paired" else procedures.binomial_exact
-            return from_test(exact(values), n_units, alpha, effect)
+            return from_test(exact(values), n_units, alpha, effect, bounds)
         codes = None if groups is None else pd.factorize(np.asarray(groups), sort=True)[0]
         test = procedures.mean_both(values, codes, n_boot, seed, alpha)
-        return from_test(test, n_units, alpha, effect)
+        return from_test(test, n_units, alpha, effect, bounds)
     if runs is None and groups is None and statistic is mean_contrast and len(samples) == 2:
         first = values[:, 0] == 1
         test = procedures.welch(values[first, 1], values[~first, 1])
-        return from_test(test, n_units, alpha, effect)
+        return from_test(test, n_units, alpha, effect, bounds)
 
     df = smallest - 1
     if runs is None:
@@ -201,19 +210,26 @@ def bootstrap(
             method="percentile",  # only the distribution is read
             rng=np.random.default_rng(seed),
         ).bootstrap_distribution
-    test = procedures.bootstrap_t(effect, draws, df, min_share, crossed=runs is not None)
+    crossed_runs = 0 if runs is None else cells.shape[0]
+    test = procedures.bootstrap_t(effect, draws, df, min_share, runs=crossed_runs)
     if runs is None and np.isfinite(draws).all():  # the percentile interval of the same draws
-        test = procedures.both(
-            procedures.GENERIC_BOTH, test, procedures.percentile(effect, draws)
-        )
-    return from_test(test, n_units, alpha, effect)
+        test = procedures.both(procedures.GENERIC_BOTH, test, procedures.percentile(effect, draws))
+    return from_test(test, n_units, alpha, effect, bounds)
 
 
-def from_test(test: procedures.Test | str, units: int, alpha: float, effect: float) -> Estimate:
-    """The Estimate of a procedure's Test (its (1 - alpha) interval), or of its reason for
-    giving none (a string: no interval, the note says why)."""
+def from_test(
+    test: procedures.Test | str,
+    units: int,
+    alpha: float,
+    effect: float,
+    bounds: tuple[float, float] = UNBOUNDED,
+) -> Estimate:
+    """The Estimate of a procedure's Test (its (1 - alpha) interval, cut to the effect's
+    parameter space `bounds`), or of its reason for giving none (a string: no interval, the note
+    says why)."""
     if isinstance(test, str):
         return Estimate(effect, NAN, NAN, units, test)
+    test = replace(test, bounds=bounds)
     low, high = test.interval(alpha)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Estimate(effect, NAN, NAN, units, f"{test.method} gave no finite interval")

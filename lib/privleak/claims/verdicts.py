@@ -197,5 +197,3 @@ def claims_frame(claims: Iterable[Claim]) -> pd.DataFrame:
     for column in numbers:
         frame[column] = [number(v) for v in frame[column]]
     return frame.astype({c: float for c in numbers})
-
-
