@@ -1,7 +1,8 @@
 """Coverage of the claims' intervals at the unit counts they use: every effect type's procedure
 (`privleak.claims.procedures`) against the percentile bootstrap the claims used before, on data
 shaped like the claims' (skewed, heavy-tailed, 0/1, paired, clustered, two-sample, rank
-correlations, runs crossed with units) with a known truth.
+correlations, i.i.d. and over clustered 0/1 rows, runs crossed with units, differences of AUCs
+over runs x members x non-members) with a known truth.
 
 Per cell (effect type x data shape x units n x procedure):
     coverage        = the share of 95 % intervals that hold the true effect, with the truth away
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -37,6 +39,8 @@ import numpy as np
 from scipy import stats
 
 from privleak.claims import procedures as pr
+from privleak.claims.stats import spearman
+from privleak.mia.metrics import crossed_bootstrap
 
 ALPHA = 0.05
 GRID = (6, 9, 12, 24, 50)
@@ -241,8 +245,147 @@ def log_ratio_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
     }
 
 
-# effect type -> (cell, shapes, the alternative's shift, its truth, the null)
-TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float, float]] = {
+NON_MEMBERS = 100  # non-member texts of the AUC cells (the family scores 1,000)
+SIGNALS = (1.0, 1.3)  # membership signal (score shift) of the null's both settings, the better
+
+
+def auc_difference_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
+    """A difference of AUCs, each the mean over RUNS training runs of a run's AUC of n members
+    against NON_MEMBERS non-members (claims/mia.py), in three forms: "attacks, <shape>" two
+    attacks on the same texts and runs (the attack-order claims); "models, <shape>" one attack on
+    two models trained apart, runs paired by seed index only (the size claims); "groups,
+    <shape>" one attack on two member groups of n texts each against the same non-members (the
+    duplication claims). A text's score in a run: its difficulty (the shape, shared by runs,
+    models and attacks) + the run's fit to the text (sd 0.5, a model's own) + attack noise
+    (sd 0.5) + for members the signal times the run's strength (1 + 0.3 z, a model's own): runs
+    differ in how much they memorise. The better setting's signal is SIGNALS[1] under the
+    alternative, SIGNALS[0] under the null (truth 0). Runs, members and non-members resampled
+    crossed by the claims' own `mia.metrics.crossed_bootstrap`, both settings with the same
+    draws (its same seed, as claims/mia.py); t on the bootstrap standard error with
+    min(n, RUNS) - 1 degrees of freedom and the runs' correction (claims/mia.py's _estimate).
+    The family scores 1,000 non-members, the cell NON_MEMBERS: the non-members' share of the
+    variance is larger here, the members' and runs' smaller."""
+    form, base = kind.split(", ")
+    better = SIGNALS[1] if shift else SIGNALS[0]
+    width = 2 * n if form == "groups" else n
+    difficulty = shape(base, rng, width + NON_MEMBERS)
+
+    def trained() -> tuple[np.ndarray, np.ndarray]:
+        """A model's RUNS runs: ([RUNS, 1] strengths, [RUNS, texts] fits)."""
+        return (1.0 + 0.3 * rng.normal(size=(RUNS, 1)),
+                0.5 * rng.normal(size=(RUNS, width + NON_MEMBERS)))  # fmt: skip
+
+    model = trained()
+
+    def scores(signal: np.ndarray, runs=model) -> tuple[np.ndarray, np.ndarray]:
+        """([RUNS, width] member, [RUNS, NON_MEMBERS] non-member) scores of one attack."""
+        strength, fit = runs
+        noisy = difficulty + fit + 0.5 * rng.normal(size=fit.shape)
+        return noisy[:, :width] + signal[None, :] * strength, noisy[:, width:]
+
+    seed = int(rng.integers(2**31))
+    if form == "groups":
+        members, non_members = scores(np.r_[np.full(n, better), np.full(n, SIGNALS[0])])
+        groups = {"better": members[:, :n], "other": members[:, n:]}
+        both = crossed_bootstrap(groups, non_members, fprs=(), n_boot=B_SE, seed=seed)
+        better_auc, other_auc = both[("better", "auc")], both[("other", "auc")]
+    else:
+        other = trained() if form == "models" else model
+        (better_auc, other_auc) = (
+            crossed_bootstrap({"all": members}, non_members, fprs=(), n_boot=B_SE, seed=seed)[
+                ("all", "auc")]
+            for members, non_members in (scores(np.full(n, better)),
+                                         scores(np.full(n, SIGNALS[0]), other))
+        )  # fmt: skip
+    effect, draws = better_auc.effect - other_auc.effect, better_auc.draws - other_auc.draws
+    test = pr.bootstrap_t(effect, draws, min(n, RUNS) - 1, runs=RUNS)
+    return {"percentile": percentile(draws), pr.CROSSED_T: interval_of(test)}
+
+
+@functools.cache
+def auc_truth(kind: str) -> float:
+    """The population AUC difference of `auc_difference_cell`'s alternative: E over runs and
+    texts of Phi(signal x strength + difficulty_m - difficulty_n) at the better signal minus the
+    other (the noise terms' difference has variance 1), by Monte Carlo on 2e6 draws (error
+    about 1e-4)."""
+    rng = np.random.default_rng(7)
+    base = kind.split(", ")[1]
+    size = 2_000_000
+    strength = 1.0 + 0.3 * rng.normal(size=size)
+    gap = shape(base, rng, size) - shape(base, rng, size)
+    high, low = (stats.norm.cdf(s * strength + gap).mean() for s in reversed(SIGNALS))
+    return float(high - low)
+
+
+def clustered_rank_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
+    """S4's accuracy against document frequency: a rank correlation between a unit-level x (a
+    disease's frequency, one of LEVELS equally likely values: units tie) and a 0/1 outcome of
+    each of its 1-5 rows (its questions), rows of a unit sharing its propensity:
+    y = [x + u + 0.3 e > 0] under the alternative, [u + 0.3 e > 0] under the null (truth 0), x
+    standardised, u the unit's term (the shape), e the row's. Spearman over the rows (S4 averages
+    it over two budgets whose answers differ on one disease: one budget here); units resampled
+    whole (the rows of a unit drawn twice count twice, tied); the bootstrap-SE t and the
+    percentile interval, both of which must decide."""
+    sizes = rng.integers(1, 6, n)
+    unit = np.repeat(np.arange(n), sizes)
+    x = levels(rng, n)
+    y = ((x[unit] if shift else 0.0) + shape(kind, rng, n)[unit]
+         + 0.3 * rng.normal(size=unit.size) > 0).astype(float)  # fmt: skip
+    effect = spearman(x[unit], y)
+    draws = weighted_spearman(x, unit, y, counts(rng.integers(0, n, (B_SE, n)), n))
+    generic = pr.both(pr.GENERIC_BOTH, pr.bootstrap_t(effect, draws, n - 1),
+                      pr.percentile(effect, draws))  # fmt: skip
+    return {"percentile": percentile(draws), pr.GENERIC_BOTH: interval_of(generic)}
+
+
+def weighted_spearman(x: np.ndarray, unit: np.ndarray, y: np.ndarray, drawn: np.ndarray):
+    """[B] Spearman's correlation (midranks for ties) of every resample: x [U] a value per unit
+    (units may tie), unit [rows] each row's unit, y [rows] 0/1, drawn [B, U] how often each unit
+    was drawn."""
+    weight = drawn[:, unit].astype(float)  # [B, rows]: each row counted as often as its unit
+    order = np.argsort(x[unit], kind="stable")
+    sorted_x, sorted_w = x[unit][order], weight[:, order]
+    ends = np.searchsorted(sorted_x, sorted_x, side="right") - 1  # a tie group's last row
+    starts = np.searchsorted(sorted_x, sorted_x, side="left")
+    total = np.cumsum(sorted_w, 1)
+    before = np.where(starts > 0, total[:, np.maximum(starts - 1, 0)], 0.0)
+    rank_x = np.empty_like(weight)
+    rank_x[:, order] = before + (total[:, ends] - before + 1) / 2
+    zeros = (weight * (1 - y)).sum(1, keepdims=True)
+    ones = weight.sum(1, keepdims=True) - zeros
+    rank_y = np.where(y > 0, zeros + (ones + 1) / 2, (zeros + 1) / 2)
+    size = weight.sum(1, keepdims=True)
+    dx = rank_x - (weight * rank_x).sum(1, keepdims=True) / size
+    dy = rank_y - (weight * rank_y).sum(1, keepdims=True) / size
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (weight * dx * dy).sum(1) / np.sqrt((weight * dx**2).sum(1) * (weight * dy**2).sum(1))
+    return np.nan_to_num(rho, nan=0.0)  # every drawn answer the same: no rank correlation
+
+
+LEVELS = 12  # S4's 21 diseases have 18 distinct frequencies
+
+
+def levels(rng: np.random.Generator, size: int) -> np.ndarray:
+    """[size] one of LEVELS equally likely values each, standardised (mean 0, sd 1)."""
+    drawn = rng.integers(0, LEVELS, size)
+    return (drawn - (LEVELS - 1) / 2) / math.sqrt((LEVELS**2 - 1) / 12)
+
+
+@functools.cache
+def clustered_rank_truth(kind: str) -> float:
+    """The population Spearman correlation of `clustered_rank_cell`'s alternative: its rows'
+    correlation on 400,000 units (unit sizes are independent of x, so the rows' population is
+    the units' weighted by size)."""
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(1, 6, 400_000)
+    unit = np.repeat(np.arange(sizes.size), sizes)
+    x = levels(rng, sizes.size)
+    y = x[unit] + shape(kind, rng, sizes.size)[unit] + 0.3 * rng.normal(size=unit.size) > 0
+    return float(stats.spearmanr(x[unit], y).statistic)
+
+
+# effect type -> (cell, shapes, the alternative's shift, its truth (or shape -> truth), the null)
+TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float | Callable, float]] = {
     "mean over units": (mean_cell, SHAPES, 0.5, 0.5, 0.0),
     "mean over clustered rows": (cluster_cell, SHAPES[:4], 0.5, 0.5, 0.0),
     "paired binary": (paired_binary_cell, ("0/1 pairs",), 0.2, 0.2, 0.0),
@@ -251,29 +394,52 @@ TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float, float]] = {
     "rank correlation": (spearman_cell, ("normal",), 1.0, 6 / math.pi * math.asin(0.25), 0.0),
     "runs x units mean": (crossed_cell, ("normal", "skewed", "heavy-tailed"), 0.5, 0.5, 0.0),
     "ratio of rates (log)": (log_ratio_cell, ("beta-binomial",), 1.0, 2.0, 1.0),
+    "AUC difference, runs x members": (
+        auc_difference_cell,
+        tuple(
+            f"{form}, {base}"
+            for form in ("attacks", "models", "groups")
+            for base in ("normal", "skewed", "heavy-tailed")
+        ),
+        1.0,
+        auc_truth,
+        0.0,
+    ),  # fmt: skip
+    "rank correlation over clustered rows": (
+        clustered_rank_cell,
+        ("normal", "skewed", "heavy-tailed"),
+        1.0,
+        clustered_rank_truth,
+        0.0,
+    ),
 }
+# Effect types run only at the grid and the unit counts of the claims they stand for (an AUC
+# cell at the 300 units of S1's extraction claims would take most of the run).
+FOR_CLAIMS = {"AUC difference, runs x members": "s1.mia."}
 # The effect types whose cells measure each claims procedure (the claims table's `method`): a mean
-# over units or clustered rows for t and the studentized bootstrap; rank correlations for the
-# generic union (two of its three claims are Spearman correlations, the third a minimum of two
-# share differences); a mean of skewed units for the bootstrap-SE t alone (the frontier's matched
-# leakage at one setting is a mean over questions) and rank correlations.
+# over units or clustered rows for t and the studentized bootstrap; rank correlations, i.i.d. and
+# over clustered rows with a 0/1 outcome (S4's frequency claim), for the generic union (its other
+# claim, a minimum of two share differences, has no cell of its own); a mean of skewed units for
+# the bootstrap-SE t alone (the frontier's matched leakage at one setting is a mean over
+# questions) and rank correlations; crossed means and AUC differences for the runs x units t.
 OF_METHOD = {
     pr.T_MEAN: ("mean over units",),
     pr.STUDENTIZED: ("mean over units", "mean over clustered rows"),
     pr.MEAN_BOTH: ("mean over units", "mean over clustered rows"),
-    pr.GENERIC_BOTH: ("rank correlation",),
+    pr.GENERIC_BOTH: ("rank correlation", "rank correlation over clustered rows"),
     pr.CLUSTER_T: ("mean over clustered rows",),
     pr.TANGO: ("paired binary",),
     pr.BINOMIAL_EXACT: ("share of binary outcomes",),
     pr.WELCH: ("two-sample difference",),
     pr.BOOTSTRAP_T: ("rank correlation", "mean over units"),
-    pr.CROSSED_T: ("runs x units mean",),
+    pr.CROSSED_T: ("runs x units mean", "AUC difference, runs x members"),
     pr.CROSSED_T + pr.LOG_SCALE: ("ratio of rates (log)",),
 }
 
 
 def run_cell(effect_type: str, kind: str, n: int, reps: int, seed: int) -> dict[str, dict]:
     cell, _, shift, truth, null = TYPES[effect_type]
+    truth = truth(kind) if callable(truth) else truth
     rng = np.random.default_rng(seed)
     held, false, nan = {}, {}, {}
     for _ in range(reps):
@@ -301,21 +467,25 @@ def run_cell(effect_type: str, kind: str, n: int, reps: int, seed: int) -> dict[
     }
 
 
-def claim_units(path: Path) -> dict[str, set[int]]:
-    """{procedure: the unit counts its claims rest on} from a claims table (checks left out)."""
+def claim_units(path: Path) -> dict[str, dict[int, list[str]]]:
+    """{procedure: {a unit count its claims rest on: those claims' ids}} from a claims table
+    (checks left out)."""
     import pandas as pd
 
     frame = pd.read_csv(path)
-    used: dict[str, set[int]] = {}
+    used: dict[str, dict[int, list[str]]] = {}
     for row in frame[frame["role"] != "check"].itertuples():
         if row.method in OF_METHOD and row.n >= 2:
-            used.setdefault(row.method, set()).add(int(row.n))
+            used.setdefault(row.method, {}).setdefault(int(row.n), []).append(row.id)
     return used
 
 
-def grid_of(effect_type: str, used: dict[str, set[int]]) -> list[int]:
-    """The grid and every n the claims' procedures of this effect type use."""
-    extra = {n for method, ns in used.items() if effect_type in OF_METHOD[method] for n in ns}
+def grid_of(effect_type: str, used: dict[str, dict[int, list[str]]]) -> list[int]:
+    """The grid and every n the claims' procedures of this effect type use (only the claims
+    FOR_CLAIMS names, where it names this type)."""
+    prefix = FOR_CLAIMS.get(effect_type, "")
+    extra = {n for method, ns in used.items() if effect_type in OF_METHOD[method]
+             for n, ids in ns.items() if any(i.startswith(prefix) for i in ids)}  # fmt: skip
     return sorted(set(GRID) | extra)
 
 
@@ -374,6 +544,7 @@ def main() -> None:
                     rows.append({"effect_type": effect_type, "shape": kind, "n": n,
                                  "procedure": method, "claims_use": n in used.get(method, ()),
                                  **found})  # fmt: skip
+            print(f"  {effect_type}, {kind}: {time.perf_counter() - started:.0f} s", flush=True)
         print(f"{effect_type}: done after {time.perf_counter() - started:.0f} s", flush=True)
     with args.out.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
