@@ -120,6 +120,21 @@ def test_a_union_decides_only_where_every_member_does():
     assert pr.both(pr.MEAN_BOTH, narrow, "no spread") == "no spread"
 
 
+def test_a_union_far_from_its_null_keeps_its_members_largest_p_value():
+    """t = 126.3 / 8.24 = 15.3 on 31 degrees of freedom: p about 5e-16, too small for the t
+    quantile at that level to be read back (1 - p / 2 rounds to 1), so the union's side is read
+    off each member's statistic; members excluding the null on opposite sides never decide."""
+    t = pr.Test(pr.T_MEAN, 126.3, se=8.24, df=31)
+    pivots = tuple(np.sort(np.random.default_rng(0).standard_t(31, 2000)))
+    studentized = pr.Test(pr.STUDENTIZED, 126.3, se=8.24, pivots=pivots, resamples=2000)
+    union = pr.both(pr.MEAN_BOTH, t, studentized)
+    assert union.p_value(0.0) == pytest.approx(2 * stats.t.sf(126.3 / 8.24, 31))
+    assert 0 < union.p_value(0.0) < 1e-14 and union.side(0.0) == 1 and union.side(200.0) == -1
+    above = pr.Test(pr.T_MEAN, 1.0, se=0.1, df=20)
+    below = pr.Test(pr.T_MEAN, -1.0, se=0.1, df=20)
+    assert pr.both(pr.MEAN_BOTH, above, below).p_value(0.0) == 1.0
+
+
 def test_welch_by_hand():
     first, second = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0, 8.0])
     test = pr.welch(first, second)
@@ -150,6 +165,8 @@ def _tests(rng) -> list[pr.Test]:
         pr.welch(rng.normal(size=6), rng.normal(1, 2, size=8)),
         pr.bootstrap_t(0.3, rng.normal(0.3, 0.1, 300), 7),
     ]
+    far = rng.normal(30.0, 1.0, size=9)  # t about 90: p far below any float's 1 - p
+    found.append(pr.mean_both(far, None, 400, 1, 0.05))
     log = pr.bootstrap_t(math.log(2.0), rng.normal(math.log(2.0), 0.4, 300), 5, runs=6)
     found.append(pr.Test(**{**log.__dict__, "log_scale": True}))
     return found
@@ -160,7 +177,7 @@ def test_p_is_below_alpha_exactly_when_the_interval_excludes_the_null(alpha):
     rng = np.random.default_rng(0)
     for test in _tests(rng):
         low, high = test.interval(alpha)
-        nulls = np.r_[np.linspace(low - 1, high + 1, 41), low - 1e-9, high + 1e-9]
+        nulls = np.r_[np.linspace(low - 1, high + 1, 41), low - 1e-9, high + 1e-9, 0.0]
         if test.method == pr.TANGO:
             nulls = nulls[(nulls > -1) & (nulls < 1)]
         if test.method == pr.BINOMIAL_EXACT:

@@ -147,7 +147,7 @@ class Test:
             k = math.ceil(alpha * len(self.pivots) / 2)
             upper, lower = self.pivots[-k], self.pivots[k - 1]
             return self.effect - upper * self.se, self.effect - lower * self.se
-        quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
+        quantile = float(stats.t.isf(alpha / 2, self.df))
         pairs = ((self.effect, self.se), *self.envelope)
         return min(c - quantile * se for c, se in pairs), max(c + quantile * se for c, se in pairs)
 
@@ -163,8 +163,8 @@ class Test:
             if not 0 < largest < 1:
                 return largest
             # just above the largest p-value every member excludes the null: on one side?
-            low, high = self._uncut_interval(min(largest * (1 + 1e-6), 0.999999))
-            return 1.0 if low < null < high else largest
+            sides = {member.side(null) for member in self.members}
+            return largest if sides in ({1}, {-1}) else 1.0
         if self.method == BINOMIAL_EXACT:
             return _central_binomial_p(self.wins, self.pairs, null) if 0 < null < 1 else NAN
         if self.method == TANGO:
@@ -182,6 +182,31 @@ class Test:
         if not (all(d > 0 for d in distances) or all(d < 0 for d in distances)):
             return 1.0
         return float(2 * stats.t.sf(min(abs(d) for d in distances), self.df))
+
+    def side(self, null: float) -> int:
+        """Where the null lies from the intervals that exclude it, at every level at which they
+        do: +1 below them (the effect above the null), -1 above them, 0 where no interval
+        excludes it on one side (a t envelope straddling the null, a null at the draws' centre).
+        Read off the procedure's own statistic, not an inverted interval: a p-value of 1e-16
+        would not survive the inversion."""
+        if self.log_scale:
+            return replace(self, log_scale=False).side(math.log(null)) if null > 0 else 0
+        if self.members:
+            sides = {member.side(null) for member in self.members}
+            return sides.pop() if len(sides) == 1 else 0
+        if self.method in (STUDENTIZED, PERCENTILE):
+            pivots = np.asarray(self.pivots)
+            t = (self.effect - null) / self.se if self.method == STUDENTIZED else null
+            above, below = int((pivots > t).sum()), int((pivots < t).sum())
+            if self.method == PERCENTILE:  # the null below most draws: the interval above it
+                return int(np.sign(above - below))
+            return int(np.sign(below - above))  # t beyond most pivots: the effect above the null
+        if self.method in (TANGO, BINOMIAL_EXACT):
+            return int(np.sign(self.effect - null))
+        distances = [_distance(c, null, se) for c, se in ((self.effect, self.se), *self.envelope)]
+        if all(d > 0 for d in distances):
+            return 1
+        return -1 if all(d < 0 for d in distances) else 0
 
     def monte_carlo_error(self, alpha: float) -> float:
         """The Monte-Carlo standard error of an interval endpoint over `resamples` draws: for a
@@ -203,7 +228,7 @@ class Test:
             ]
             scale = self.se if self.method == STUDENTIZED else 1.0
             return scale * max(ends) / 2
-        quantile = float(stats.t.ppf(1 - alpha / 2, self.df))
+        quantile = float(stats.t.isf(alpha / 2, self.df))
         return quantile * self.se / math.sqrt(2 * (self.resamples - 1))
 
     def negated(self) -> Test:
