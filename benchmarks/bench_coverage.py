@@ -123,6 +123,27 @@ def cluster_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
     sizes = rng.integers(1, 7, n)
     groups = np.repeat(np.arange(n), sizes)
     values = shape(kind, rng, n)[groups] + rng.normal(size=groups.size) + shift
+    return cluster_procedures(values, groups, n, rng)
+
+
+def clustered_binary_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
+    """S4's accuracy at the largest budget minus at the smallest, per question (-1, 0 or 1), a
+    disease's 1-5 questions sharing its propensities: its chance of a discordant question
+    d ~ Beta(1.5, 3.5) (mean 0.3) and of a discordance going up pi ~ Beta(4 m, 4 (1 - m)),
+    m = 0.5 + shift / 0.6, so the truth is 0.3 (2 m - 1) = shift (unit sizes are independent of
+    both). kind: ignored (one shape)."""
+    groups = np.repeat(np.arange(n), rng.integers(1, 6, n))
+    mean_up = 0.5 + shift / 0.6
+    discordant = rng.random(groups.size) < rng.beta(1.5, 3.5, n)[groups]
+    up = rng.random(groups.size) < rng.beta(4 * mean_up, 4 * (1 - mean_up), n)[groups]
+    values = np.where(discordant, np.where(up, 1.0, -1.0), 0.0)
+    return cluster_procedures(values, groups, n, rng)
+
+
+def cluster_procedures(values: np.ndarray, groups: np.ndarray, n: int, rng) -> dict[str, Interval]:
+    """The intervals of a mean over clustered rows (values [rows], groups [rows] their unit in
+    0..n-1): the old percentile bootstrap over units, cluster t, the studentized bootstrap and
+    their union."""
     seed = int(rng.integers(2**31))
     sums, counts = np.bincount(groups, values), np.bincount(groups)
     drawn = rng.integers(0, n, (B_PERCENTILE, n))
@@ -342,24 +363,70 @@ def weighted_spearman(x: np.ndarray, unit: np.ndarray, y: np.ndarray, drawn: np.
     """[B] Spearman's correlation (midranks for ties) of every resample: x [U] a value per unit
     (units may tie), unit [rows] each row's unit, y [rows] 0/1, drawn [B, U] how often each unit
     was drawn."""
-    weight = drawn[:, unit].astype(float)  # [B, rows]: each row counted as often as its unit
-    order = np.argsort(x[unit], kind="stable")
-    sorted_x, sorted_w = x[unit][order], weight[:, order]
-    ends = np.searchsorted(sorted_x, sorted_x, side="right") - 1  # a tie group's last row
-    starts = np.searchsorted(sorted_x, sorted_x, side="left")
-    total = np.cumsum(sorted_w, 1)
-    before = np.where(starts > 0, total[:, np.maximum(starts - 1, 0)], 0.0)
-    rank_x = np.empty_like(weight)
-    rank_x[:, order] = before + (total[:, ends] - before + 1) / 2
-    zeros = (weight * (1 - y)).sum(1, keepdims=True)
-    ones = weight.sum(1, keepdims=True) - zeros
-    rank_y = np.where(y > 0, zeros + (ones + 1) / 2, (zeros + 1) / 2)
+    return spearman_of_rows(x[unit], y, drawn[:, unit].astype(float))
+
+
+def spearman_of_rows(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """[B] Spearman's correlation of rows x, y [rows], each counted weight [B, rows] times (a
+    resample's rows, a row drawn twice tied with itself); 0 where a side has no spread."""
+    rank_x, rank_y = midranks(x, weight), midranks(y, weight)
     size = weight.sum(1, keepdims=True)
     dx = rank_x - (weight * rank_x).sum(1, keepdims=True) / size
     dy = rank_y - (weight * rank_y).sum(1, keepdims=True) / size
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = (weight * dx * dy).sum(1) / np.sqrt((weight * dx**2).sum(1) * (weight * dy**2).sum(1))
-    return np.nan_to_num(rho, nan=0.0)  # every drawn answer the same: no rank correlation
+    return np.nan_to_num(rho, nan=0.0)  # every drawn value the same: no rank correlation
+
+
+def midranks(values: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """[B, rows] each row's midrank among the rows counted weight [B, rows] times: the rows
+    before its tie group plus (the group's count + 1) / 2."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    ends = np.searchsorted(ordered, ordered, side="right") - 1  # a tie group's last row
+    starts = np.searchsorted(ordered, ordered, side="left")
+    total = np.cumsum(weight[:, order], 1)
+    before = np.where(starts > 0, total[:, np.maximum(starts - 1, 0)], 0.0)
+    ranks = np.empty_like(weight)
+    ranks[:, order] = before + (total[:, ends] - before + 1) / 2
+    return ranks
+
+
+DUPLICATES = 6  # levels of the duplicate count: sequences tie on it
+
+
+def crossed_rank_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interval]:
+    """s0.related_work.duplication: Spearman over (run, sequence) rows of a sequence's
+    duplicate count (one of DUPLICATES equally likely levels: sequences tie) with its log ESP in
+    the run, y = 0.5 x + u + v + w under the alternative (x the standardised level), u + v + w
+    under the null (truth 0): u the sequence's term (the shape), v the run's (sd 0.5), w the
+    row's (sd 1). Runs and sequences resampled crossed (a drawn pair contributes its row); t on
+    the bootstrap standard error with min(n, RUNS) - 1 degrees of freedom and the runs'
+    correction (stats.bootstrap with runs)."""
+    x, y = duplication_rows(kind, rng, RUNS, n, shift)
+    effect = spearman(x, y)
+    run_counts = counts(rng.integers(0, RUNS, (B_SE, RUNS)), RUNS)
+    unit_counts = counts(rng.integers(0, n, (B_SE, n)), n)
+    weight = (run_counts[:, :, None] * unit_counts[:, None, :]).reshape(B_SE, RUNS * n)
+    draws = spearman_of_rows(x, y, weight.astype(float))
+    test = pr.bootstrap_t(effect, draws, min(n, RUNS) - 1, runs=RUNS)
+    return {"percentile": percentile(draws), pr.CROSSED_T: interval_of(test)}
+
+
+def duplication_rows(kind: str, rng, runs: int, n: int, shift: float):
+    """([runs * n] levels, [runs * n] log ESP) of `crossed_rank_cell`, run-major."""
+    level = rng.integers(0, DUPLICATES, n)
+    x = (level - (DUPLICATES - 1) / 2) / math.sqrt((DUPLICATES**2 - 1) / 12)
+    y = ((0.5 * x if shift else 0.0) + shape(kind, rng, n))[None, :] + 0.5 * rng.normal(
+        size=(runs, 1)) + rng.normal(size=(runs, n))  # fmt: skip
+    return np.tile(x, runs), y.ravel()
+
+
+@functools.cache
+def crossed_rank_truth(kind: str) -> float:
+    """The population Spearman correlation of `crossed_rank_cell`'s alternative: its rows'
+    correlation over 400 runs x 5,000 sequences."""
+    return spearman(*duplication_rows(kind, np.random.default_rng(13), 400, 5000, 1.0))
 
 
 LEVELS = 12  # S4's 21 diseases have 18 distinct frequencies
@@ -389,6 +456,13 @@ TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float | Callable, float
     "mean over units": (mean_cell, SHAPES, 0.5, 0.5, 0.0),
     "mean over clustered rows": (cluster_cell, SHAPES[:4], 0.5, 0.5, 0.0),
     "paired binary": (paired_binary_cell, ("0/1 pairs",), 0.2, 0.2, 0.0),
+    "paired binary over clustered rows": (
+        clustered_binary_cell,
+        ("beta-binomial",),
+        0.1,
+        0.1,
+        0.0,
+    ),
     "share of binary outcomes": (share_cell, ("0/1",), 0.2, 0.3, 0.5),
     "two-sample difference": (two_sample_cell, ("normal", "skewed", "heavy-tailed"), 0.5, 0.5, 0.0),
     "rank correlation": (spearman_cell, ("normal",), 1.0, 6 / math.pi * math.asin(0.25), 0.0),
@@ -405,6 +479,13 @@ TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float | Callable, float
         auc_truth,
         0.0,
     ),  # fmt: skip
+    "rank correlation, runs x units": (
+        crossed_rank_cell,
+        ("normal", "skewed", "heavy-tailed"),
+        1.0,
+        crossed_rank_truth,
+        0.0,
+    ),
     "rank correlation over clustered rows": (
         clustered_rank_cell,
         ("normal", "skewed", "heavy-tailed"),
@@ -415,24 +496,39 @@ TYPES: dict[str, tuple[Callable, tuple[str, ...], float, float | Callable, float
 }
 # Effect types run only at the grid and the unit counts of the claims they stand for (an AUC
 # cell at the 300 units of S1's extraction claims would take most of the run).
-FOR_CLAIMS = {"AUC difference, runs x members": "s1.mia."}
+FOR_CLAIMS = {"AUC difference, runs x members": "s1.mia.",
+              "rank correlation, runs x units": "s0.related_work."}  # fmt: skip
 # The effect types whose cells measure each claims procedure (the claims table's `method`): a mean
-# over units or clustered rows for t and the studentized bootstrap; rank correlations, i.i.d. and
+# over units or clustered rows (continuous, or paired 0/1 as S4's budgets) for t and the
+# studentized bootstrap; rank correlations, i.i.d. and
 # over clustered rows with a 0/1 outcome (S4's frequency claim), for the generic union (its other
 # claim, a minimum of two share differences, has no cell of its own); a mean of skewed units for
 # the bootstrap-SE t alone (the frontier's matched leakage at one setting is a mean over
-# questions) and rank correlations; crossed means and AUC differences for the runs x units t.
+# questions) and rank correlations; crossed means, AUC differences and rank correlations (S1's
+# duplication) for the runs x units t.
 OF_METHOD = {
     pr.T_MEAN: ("mean over units",),
-    pr.STUDENTIZED: ("mean over units", "mean over clustered rows"),
-    pr.MEAN_BOTH: ("mean over units", "mean over clustered rows"),
+    pr.STUDENTIZED: (
+        "mean over units",
+        "mean over clustered rows",
+        "paired binary over clustered rows",
+    ),
+    pr.MEAN_BOTH: (
+        "mean over units",
+        "mean over clustered rows",
+        "paired binary over clustered rows",
+    ),
     pr.GENERIC_BOTH: ("rank correlation", "rank correlation over clustered rows"),
-    pr.CLUSTER_T: ("mean over clustered rows",),
+    pr.CLUSTER_T: ("mean over clustered rows", "paired binary over clustered rows"),
     pr.TANGO: ("paired binary",),
     pr.BINOMIAL_EXACT: ("share of binary outcomes",),
     pr.WELCH: ("two-sample difference",),
     pr.BOOTSTRAP_T: ("rank correlation", "mean over units"),
-    pr.CROSSED_T: ("runs x units mean", "AUC difference, runs x members"),
+    pr.CROSSED_T: (
+        "runs x units mean",
+        "AUC difference, runs x members",
+        "rank correlation, runs x units",
+    ),  # fmt: skip
     pr.CROSSED_T + pr.LOG_SCALE: ("ratio of rates (log)",),
 }
 

@@ -39,3 +39,15 @@ def test_the_resampled_spearman_is_spearman_on_the_drawn_rows_ties_included():
         rows = np.concatenate([np.flatnonzero(unit == u) for u in np.repeat(np.arange(6), counts)])
         assert abs(found[b] - stats.spearmanr(x[unit][rows], y[rows]).statistic) < 1e-12
     assert bc.weighted_spearman(x, unit, np.ones_like(y), drawn[:1])[0] == 0.0  # no ranks: none
+
+
+def test_the_crossed_resample_counts_each_drawn_run_and_sequence_pair():
+    """A run drawn twice and a sequence drawn twice put their pair's row in four times: the
+    weighted midranks give scipy's Spearman on the expanded rows, continuous y included."""
+    x = np.tile([0.0, 1.0, 1.0], 2)  # 2 runs x 3 sequences, run-major; sequences 1 and 2 tie
+    y = np.array([0.3, 1.2, 0.9, -0.4, 2.0, 0.1])
+    runs, sequences = np.array([2, 1]), np.array([1, 2, 1])
+    weight = (runs[:, None] * sequences[None, :]).reshape(1, 6).astype(float)
+    rows = np.repeat(np.arange(6), weight[0].astype(int))
+    expected = stats.spearmanr(x[rows], y[rows]).statistic
+    assert abs(bc.spearman_of_rows(x, y, weight)[0] - expected) < 1e-12

@@ -59,6 +59,15 @@ def test_the_t_procedure_by_hand():
     assert test.p_value(0.0) == pytest.approx(2 * stats.t.sf(3 / se, 3))
 
 
+def test_the_cluster_t_procedure_by_hand():
+    # rows 1, 3 | 2 | 6, 8 in 3 units: mean 20 / 5 = 4; the units' residual sums -4, -2, 6;
+    # CR1 variance 3 / 2 x (16 + 4 + 36) / 5^2 = 84 / 25, on 3 - 1 degrees of freedom
+    test = pr.t_mean(np.array([1.0, 3.0, 2.0, 6.0, 8.0]), np.array([0, 0, 1, 2, 2]))
+    assert test.method == pr.CLUSTER_T
+    assert (test.effect, test.se, test.df) == pytest.approx((4.0, math.sqrt(84 / 25), 2))
+    assert test.p_value(0.0) == pytest.approx(2 * stats.t.sf(4 / math.sqrt(84 / 25), 2))
+
+
 def test_crossed_runs_scale_the_bootstrap_se_by_r_over_r_minus_1():
     # draws -1, 0, 1, 2: sd sqrt(5 / 3); over 6 crossed runs the se is sqrt(5 / 3 * 6 / 5) = sqrt(2)
     draws = np.array([-1.0, 0.0, 1.0, 2.0])
