@@ -415,8 +415,7 @@ def crossed_rank_cell(kind: str, n: int, shift: float, rng) -> dict[str, Interva
 
 def duplication_rows(kind: str, rng, runs: int, n: int, shift: float):
     """([runs * n] levels, [runs * n] log ESP) of `crossed_rank_cell`, run-major."""
-    level = rng.integers(0, DUPLICATES, n)
-    x = (level - (DUPLICATES - 1) / 2) / math.sqrt((DUPLICATES**2 - 1) / 12)
+    x = levels(rng, n, DUPLICATES)
     y = ((0.5 * x if shift else 0.0) + shape(kind, rng, n))[None, :] + 0.5 * rng.normal(
         size=(runs, 1)) + rng.normal(size=(runs, n))  # fmt: skip
     return np.tile(x, runs), y.ravel()
@@ -432,10 +431,10 @@ def crossed_rank_truth(kind: str) -> float:
 LEVELS = 12  # S4's 21 diseases have 18 distinct frequencies
 
 
-def levels(rng: np.random.Generator, size: int) -> np.ndarray:
-    """[size] one of LEVELS equally likely values each, standardised (mean 0, sd 1)."""
-    drawn = rng.integers(0, LEVELS, size)
-    return (drawn - (LEVELS - 1) / 2) / math.sqrt((LEVELS**2 - 1) / 12)
+def levels(rng: np.random.Generator, size: int, count: int = LEVELS) -> np.ndarray:
+    """[size] one of `count` equally likely values each, standardised (mean 0, sd 1)."""
+    drawn = rng.integers(0, count, size)
+    return (drawn - (count - 1) / 2) / math.sqrt((count**2 - 1) / 12)
 
 
 @functools.cache

@@ -178,9 +178,9 @@ class Test:
             tail = min(int((pivots >= t).sum()), int((pivots <= t).sum())) / pivots.size
             return float(min(1.0, 2 * tail))
         # the interval excludes the null once every pair's t interval does, on one side
-        distances = [_distance(c, null, se) for c, se in ((self.effect, self.se), *self.envelope)]
-        if not (all(d > 0 for d in distances) or all(d < 0 for d in distances)):
+        if self.side(null) == 0:
             return 1.0
+        distances = [_distance(c, null, se) for c, se in ((self.effect, self.se), *self.envelope)]
         return float(2 * stats.t.sf(min(abs(d) for d in distances), self.df))
 
     def side(self, null: float) -> int:
